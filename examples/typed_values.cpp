@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// Typed values: arithmetic types and trivially copyable structs, stored with
+// a type tag that get_value checks.
+#include <offheap/offheap.hpp>
+
+#include <cstdint>
+#include <cstdio>
+
+struct Position {
+  double x, y, z;
+  std::uint32_t frame;
+};
+
+// Optional: a tag of its own, so that another 28-byte struct is refused.
+template <>
+struct offheap::ValueTypeTag<Position> {
+  static constexpr std::uint8_t value = 130;
+};
+
+int main() {
+  offheap::Store store;
+  store.put_value("hits", std::uint64_t{41});
+  store.put_value("hits", *store.get_value<std::uint64_t>("hits") + 1);
+  store.put_value("ship", Position{1.5, -2.0, 30.25, 7});
+
+  std::printf("hits = %llu\n", static_cast<unsigned long long>(*store.get_value<std::uint64_t>("hits")));
+  const Position p = *store.get_value<Position>("ship");
+  std::printf("ship at (%.2f, %.2f, %.2f) frame %u\n", p.x, p.y, p.z, p.frame);
+
+  try {
+    store.get_value<double>("hits");  // stored as uint64_t
+  } catch (const offheap::Error& e) {
+    std::printf("%s: %s\n", std::string(offheap::to_string(e.code())).c_str(), e.what());
+  }
+  return store.get_value<int>("missing").has_value() ? 1 : 0;
+}

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// Free records, kept in lists inside the free records themselves.
+//
+// Size classes by payload capacity: one class per 8-byte step up to 4 KiB
+// (classes 0-511 hold capacities 8, 16, ..., 4096 exactly), then one class
+// per power of two (class 512 + k - 12 holds capacities in [2^k, 2^(k+1)),
+// k = 12..47). Within an exact class every record fits a request of that
+// class; in a power-of-two class only the head is examined, since finding a
+// fitting record further down would mean following links through dead
+// records scattered across the journal.
+//
+// The only state outside the journal is one mapped table, the same size for
+// a store of any size:
+//
+//   heads[548]    u64  Location of the first free record of each class
+//   records[548]  u64  free records per class
+//   bytes[548]    u64  payload bytes per class
+//   nonempty[9]   u64  bit c set <=> class c has a free record
+//
+// Each free record's first payload word links to the next of its class
+// (record::write_free). Only writers touch free lists; readers never do.
+#pragma once
+
+#include <offheap/detail/journal.hpp>
+#include <offheap/detail/location.hpp>
+#include <offheap/detail/os.hpp>
+#include <offheap/detail/record.hpp>
+
+#include <bit>
+#include <cstdint>
+#include <string>
+
+namespace offheap::detail {
+
+class FreeLists {
+ public:
+  static constexpr unsigned kExactClasses = 512;
+  static constexpr std::uint64_t kExactLimit = 4096;
+  static constexpr unsigned kClasses = kExactClasses + (48 - 12);  // 548
+  static constexpr unsigned kBitmapWords = (kClasses + 63) / 64;
+
+  /// The class a free record of this payload capacity belongs to.
+  static constexpr unsigned class_of(std::uint64_t capacity) noexcept {
+    if (capacity <= kExactLimit) return static_cast<unsigned>(capacity / 8 - 1);
+    return kExactClasses + static_cast<unsigned>(std::bit_width(capacity) - 1 - 12);
+  }
+  /// The smallest capacity a record of class `c` can have.
+  static constexpr std::uint64_t class_min_capacity(unsigned c) noexcept {
+    if (c < kExactClasses) return (std::uint64_t{c} + 1) * 8;
+    const std::uint64_t p = std::uint64_t{1} << (c - kExactClasses + 12);
+    return c == kExactClasses ? kExactLimit + 8 : p;
+  }
+
+  explicit FreeLists(const std::string& name) {
+    table_ = reinterpret_cast<std::uint64_t*>(
+        map_anonymous(round_up(kTableBytes, page_size()), name, "the free-list table"));
+    clear();
+  }
+  FreeLists(const FreeLists&) = delete;
+  FreeLists& operator=(const FreeLists&) = delete;
+  ~FreeLists() { unmap(table_, round_up(kTableBytes, page_size())); }
+
+  /// Turns the slot at `loc` into a free record of `capacity` payload bytes
+  /// stamped `stamp`, and pushes it on its class.
+  void push(std::byte* rec, Location loc, std::uint64_t capacity, std::uint64_t stamp) noexcept {
+    const unsigned c = class_of(capacity);
+    record::write_free(rec, stamp, capacity, Location::from_raw(heads()[c]));
+    heads()[c] = loc.raw();
+    records()[c] += 1;
+    bytes()[c] += capacity;
+    nonempty()[c / 64] |= std::uint64_t{1} << (c % 64);
+    ++total_records_;
+    total_bytes_ += capacity;
+  }
+
+  struct Taken {
+    Location loc = Location::none();
+    std::byte* rec = nullptr;
+    std::uint64_t capacity = 0;
+  };
+
+  /// Pops a free record whose capacity is at least `need` (a multiple of 8),
+  /// from the smallest class that has one. Returns a none location if there
+  /// is none.
+  Taken take(std::uint64_t need, const Journal& journal) noexcept {
+    Taken t;
+    unsigned c = class_of(need);
+    for (c = next_nonempty(c); c < kClasses; c = next_nonempty(c + 1)) {
+      const Location head = Location::from_raw(heads()[c]);
+      std::byte* rec = journal.at(head);
+      const std::uint64_t cap = record::read_meta(rec).capacity();
+      if (cap < need) continue;  // only in a power-of-two class
+      heads()[c] = record::free_link(rec).raw();
+      records()[c] -= 1;
+      bytes()[c] -= cap;
+      if (records()[c] == 0) nonempty()[c / 64] &= ~(std::uint64_t{1} << (c % 64));
+      --total_records_;
+      total_bytes_ -= cap;
+      t.loc = head;
+      t.rec = rec;
+      t.capacity = cap;
+      return t;
+    }
+    return t;
+  }
+
+  /// Forgets every free record (the journal is being reset).
+  void clear() noexcept {
+    for (unsigned c = 0; c < kClasses; ++c) {
+      heads()[c] = Location::none().raw();
+      records()[c] = 0;
+      bytes()[c] = 0;
+    }
+    for (unsigned w = 0; w < kBitmapWords; ++w) nonempty()[w] = 0;
+    total_records_ = 0;
+    total_bytes_ = 0;
+  }
+
+  std::uint64_t class_records(unsigned c) const noexcept { return records()[c]; }
+  std::uint64_t class_bytes(unsigned c) const noexcept { return bytes()[c]; }
+  std::uint64_t total_records() const noexcept { return total_records_; }
+  std::uint64_t total_bytes() const noexcept { return total_bytes_; }
+  std::uint64_t mapped_bytes() const noexcept { return round_up(kTableBytes, page_size()); }
+
+ private:
+  static constexpr std::uint64_t kTableBytes = (3 * kClasses + kBitmapWords) * 8;
+
+  std::uint64_t* heads() const noexcept { return table_; }
+  std::uint64_t* records() const noexcept { return table_ + kClasses; }
+  std::uint64_t* bytes() const noexcept { return table_ + 2 * kClasses; }
+  std::uint64_t* nonempty() const noexcept { return table_ + 3 * kClasses; }
+
+  /// The first non-empty class >= c, or kClasses.
+  unsigned next_nonempty(unsigned c) const noexcept {
+    while (c < kClasses) {
+      const std::uint64_t bits = nonempty()[c / 64] >> (c % 64);
+      if (bits != 0) return c + static_cast<unsigned>(std::countr_zero(bits));
+      c = (c / 64 + 1) * 64;
+    }
+    return kClasses;
+  }
+
+  std::uint64_t* table_ = nullptr;
+  std::uint64_t total_records_ = 0;
+  std::uint64_t total_bytes_ = 0;
+};
+
+}  // namespace offheap::detail

@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: Apache-2.0
+// The index: an open-addressing table from key hash to record Location.
+//
+// One mapped block per table, power-of-two capacity, slots in groups of 8:
+//
+//   +--------------------+---------------------------+-----------------------------+
+//   | capacity, bytes,   | control bytes, 1 per slot | locations, 8 bytes per slot |
+//   | retired link: 24 B | (capacity)                | (8 x capacity)              |
+//   +--------------------+---------------------------+-----------------------------+
+//
+//   control byte: 0x00 empty, 0x01 tombstone, 0x80 | 7 hash bits: full
+//
+// 9 bytes per slot; at the 7/8 load limit and after doubling, 10.3 to 20.6
+// bytes per entry. The index holds no key: a match of the 7 tag bits is
+// confirmed by comparing the full key stored in the record.
+//
+// Probing visits whole groups (8 control bytes read as one word) on a
+// triangular sequence of group numbers, which visits every group of a
+// power-of-two table. A probe stops at a group with an empty slot, so a
+// removal may leave an empty (not a tombstone) in a group that already has
+// one. Growth doubles when live entries pass half the limit and otherwise
+// rebuilds at the same size; either way tombstones are dropped.
+//
+// Concurrency: only the writer (holding the shard lock) changes a table. It
+// stores a slot's location with release before the control word that makes
+// the slot full (release), so a reader that loads the control word with
+// acquire and then the location with acquire sees the record the location
+// leads to. A new table is published with a release store of the table
+// pointer after it is complete; the old one goes to the caller to retire.
+#pragma once
+
+#include <offheap/detail/atomic_word.hpp>
+#include <offheap/detail/location.hpp>
+#include <offheap/detail/os.hpp>
+
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <string>
+
+namespace offheap::detail {
+
+struct IndexTable {
+  std::uint64_t capacity;      // slots, a power of two >= 8
+  std::uint64_t mapped_bytes;  // of the whole block
+  IndexTable* next_retired;    // links tables waiting to be freed
+
+  std::uint64_t groups() const noexcept { return capacity / 8; }
+  std::uint64_t* ctrl_words() noexcept { return reinterpret_cast<std::uint64_t*>(this + 1); }
+  const std::uint64_t* ctrl_words() const noexcept {
+    return reinterpret_cast<const std::uint64_t*>(this + 1);
+  }
+  std::uint64_t* locations() noexcept { return ctrl_words() + groups(); }
+  const std::uint64_t* locations() const noexcept { return ctrl_words() + groups(); }
+
+  static IndexTable* create(std::uint64_t capacity, const std::string& name) {
+    const std::uint64_t bytes =
+        round_up(sizeof(IndexTable) + capacity + capacity * 8, page_size());
+    auto* t = reinterpret_cast<IndexTable*>(map_anonymous(bytes, name, "an index table"));
+    t->capacity = capacity;  // mapped memory is zeroed: every slot is empty
+    t->mapped_bytes = bytes;
+    return t;
+  }
+  static void destroy(IndexTable* t) noexcept {
+    if (t) unmap(t, t->mapped_bytes);
+  }
+};
+
+namespace ctrl {
+inline constexpr std::uint8_t kEmpty = 0x00;
+inline constexpr std::uint8_t kTombstone = 0x01;
+inline constexpr std::uint64_t kLows = 0x0101010101010101ull;
+inline constexpr std::uint64_t kHighs = 0x8080808080808080ull;
+
+inline std::uint8_t tag_of(std::uint64_t hash) noexcept {
+  return static_cast<std::uint8_t>(0x80 | (hash >> 57));
+}
+/// 0x80 in each byte of `w` equal to `tag`, exactly (no false positives).
+inline std::uint64_t match(std::uint64_t w, std::uint8_t tag) noexcept {
+  const std::uint64_t x = w ^ (kLows * tag);
+  return ~(((x & ~kHighs) + ~kHighs) | x) & kHighs;
+}
+/// 0x80 in each empty byte (control bytes are only 0x00, 0x01 or >= 0x80).
+inline std::uint64_t match_empty(std::uint64_t w) noexcept { return ~w & ~(w << 7) & kHighs; }
+/// 0x80 in each empty or tombstone byte.
+inline std::uint64_t match_available(std::uint64_t w) noexcept { return ~w & kHighs; }
+/// The slot within the group of the lowest set match bit.
+inline unsigned first(std::uint64_t m) noexcept {
+  return static_cast<unsigned>(std::countr_zero(m)) / 8;
+}
+inline std::uint8_t byte_of(std::uint64_t w, unsigned i) noexcept {
+  return static_cast<std::uint8_t>(w >> (8 * i));
+}
+}  // namespace ctrl
+
+/// The sequence of groups a probe for `hash` visits.
+class ProbeSeq {
+ public:
+  ProbeSeq(std::uint64_t hash, std::uint64_t groups) noexcept
+      : mask_(groups - 1), group_(hash & mask_) {}
+  std::uint64_t group() const noexcept { return group_; }
+  void next() noexcept {
+    ++step_;
+    group_ = (group_ + step_) & mask_;
+  }
+
+ private:
+  std::uint64_t mask_;
+  std::uint64_t group_;
+  std::uint64_t step_ = 0;
+};
+
+class Index {
+ public:
+  static constexpr std::uint64_t kMinCapacity = 8;
+
+  /// The capacity that holds `entries` under the load limit.
+  static std::uint64_t capacity_for(std::uint64_t entries) noexcept {
+    std::uint64_t cap = kMinCapacity;
+    while (limit_of(cap) < entries) cap *= 2;
+    return cap;
+  }
+  static constexpr std::uint64_t limit_of(std::uint64_t capacity) noexcept {
+    return capacity - capacity / 8;
+  }
+
+  Index(std::uint64_t expected_entries, const std::string& name)
+      : name_(name), initial_capacity_(capacity_for(expected_entries)) {
+    table_.store(IndexTable::create(initial_capacity_, name_), std::memory_order_relaxed);
+  }
+  Index(const Index&) = delete;
+  Index& operator=(const Index&) = delete;
+  ~Index() { IndexTable::destroy(table_.load(std::memory_order_relaxed)); }
+
+  // ---- reader side ---------------------------------------------------------
+
+  /// The current table. Pairs with the release store in publish().
+  const IndexTable* acquire_table() const noexcept { return table_.load(std::memory_order_acquire); }
+  /// True while `t` is still the current table. Callers order their earlier
+  /// loads before this one with an acquire fence.
+  bool is_current(const IndexTable* t) const noexcept {
+    return table_.load(std::memory_order_relaxed) == t;
+  }
+
+  // ---- writer side (the shard's lock is held) ------------------------------
+
+  IndexTable* table() const noexcept { return table_.load(std::memory_order_relaxed); }
+
+  struct Found {
+    bool found = false;
+    std::uint64_t slot = 0;         // the key's slot when found
+    std::uint64_t insert_slot = 0;  // else the first available slot on its probe path
+  };
+
+  /// Finds the slot whose location `is_key(Location)` accepts among the
+  /// slots tagged for `hash`.
+  template <class IsKey>
+  Found find(std::uint64_t hash, IsKey&& is_key) const {
+    const IndexTable* t = table();
+    const std::uint8_t tag = ctrl::tag_of(hash);
+    Found f;
+    bool have_insert = false;
+    for (ProbeSeq seq(hash, t->groups());; seq.next()) {
+      const std::uint64_t g = seq.group();
+      const std::uint64_t w = t->ctrl_words()[g];
+      for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
+        const std::uint64_t slot = g * 8 + ctrl::first(m);
+        if (is_key(Location::from_raw(t->locations()[slot]))) {
+          f.found = true;
+          f.slot = slot;
+          return f;
+        }
+      }
+      if (!have_insert) {
+        if (const std::uint64_t a = ctrl::match_available(w)) {
+          f.insert_slot = g * 8 + ctrl::first(a);
+          have_insert = true;
+        }
+      }
+      if (ctrl::match_empty(w)) return f;
+    }
+  }
+
+  /// True when one more entry would pass the load limit.
+  bool needs_room() const noexcept { return full_ + tombstones_ + 1 > limit_of(table()->capacity); }
+
+  /// Fills `slot` (from find().insert_slot) with `loc`.
+  void insert(std::uint64_t slot, std::uint64_t hash, Location loc) noexcept {
+    IndexTable* t = table();
+    if (ctrl::byte_of(t->ctrl_words()[slot / 8], slot % 8) == ctrl::kTombstone) --tombstones_;
+    // Location first, then the control byte that makes the slot visible:
+    // both release, paired with the reader's acquire loads.
+    store_release(t->locations() + slot, loc.raw());
+    set_ctrl(t, slot, ctrl::tag_of(hash));
+    ++full_;
+  }
+
+  /// Points a full slot at a new record. Release: pairs with the reader's
+  /// acquire load of the location, so the new record's words are visible.
+  void update(std::uint64_t slot, Location loc) noexcept {
+    store_release(table()->locations() + slot, loc.raw());
+  }
+
+  void erase(std::uint64_t slot) noexcept {
+    IndexTable* t = table();
+    const bool group_has_empty = ctrl::match_empty(t->ctrl_words()[slot / 8]) != 0;
+    set_ctrl(t, slot, group_has_empty ? ctrl::kEmpty : ctrl::kTombstone);
+    if (!group_has_empty) ++tombstones_;
+    --full_;
+  }
+
+  Location location(std::uint64_t slot) const noexcept {
+    return Location::from_raw(table()->locations()[slot]);
+  }
+
+  /// Rebuilds the table so that one more entry fits: twice the capacity when
+  /// live entries pass half the limit, else the same capacity without
+  /// tombstones. `hash_of(Location)` recomputes an entry's hash from its
+  /// record. Publishes the new table and returns the old one, which the
+  /// caller frees once no reader can hold it. Throws Error(out_of_space) if
+  /// the new table cannot be mapped; the index is unchanged then.
+  template <class HashOf>
+  IndexTable* grow(HashOf&& hash_of) {
+    IndexTable* old = table();
+    std::uint64_t cap = old->capacity;
+    if (full_ + 1 > limit_of(cap) / 2) cap *= 2;
+    IndexTable* t = IndexTable::create(cap, name_);
+    for (std::uint64_t g = 0; g < old->groups(); ++g) {
+      const std::uint64_t w = old->ctrl_words()[g];
+      for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
+        const std::uint64_t slot = g * 8 + ctrl::first(m);
+        const Location loc = Location::from_raw(old->locations()[slot]);
+        place(t, hash_of(loc), loc);
+      }
+    }
+    tombstones_ = 0;
+    publish(t);
+    return old;
+  }
+
+  /// Replaces the table with an empty one of the initial capacity; returns
+  /// the old one for the caller to retire. Throws like grow().
+  IndexTable* reset() {
+    IndexTable* t = IndexTable::create(initial_capacity_, name_);
+    IndexTable* old = table();
+    full_ = 0;
+    tombstones_ = 0;
+    publish(t);
+    return old;
+  }
+
+  std::uint64_t size() const noexcept { return full_; }
+  std::uint64_t tombstones() const noexcept { return tombstones_; }
+  std::uint64_t capacity() const noexcept { return table()->capacity; }
+  std::uint64_t mapped_bytes() const noexcept { return table()->mapped_bytes; }
+
+ private:
+  static void set_ctrl(IndexTable* t, std::uint64_t slot, std::uint8_t value) noexcept {
+    std::uint64_t* w = t->ctrl_words() + slot / 8;
+    const unsigned shift = 8 * (slot % 8);
+    const std::uint64_t next = (*w & ~(std::uint64_t{0xFF} << shift)) | std::uint64_t{value} << shift;
+    // Pairs with the reader's acquire load of the control word.
+    store_release(w, next);
+  }
+
+  /// Inserts into a table no reader can see yet.
+  static void place(IndexTable* t, std::uint64_t hash, Location loc) noexcept {
+    for (ProbeSeq seq(hash, t->groups());; seq.next()) {
+      const std::uint64_t g = seq.group();
+      if (const std::uint64_t a = ctrl::match_available(t->ctrl_words()[g])) {
+        const std::uint64_t slot = g * 8 + ctrl::first(a);
+        t->locations()[slot] = loc.raw();
+        const unsigned shift = 8 * (slot % 8);
+        t->ctrl_words()[g] |= std::uint64_t{ctrl::tag_of(hash)} << shift;
+        return;
+      }
+    }
+  }
+
+  void publish(IndexTable* t) noexcept {
+    // Pairs with acquire_table(): a reader that sees the new table sees it whole.
+    table_.store(t, std::memory_order_release);
+  }
+
+  const std::string& name_;  // the store's name, which outlives the index
+  std::uint64_t initial_capacity_;
+  std::atomic<IndexTable*> table_{nullptr};
+  std::uint64_t full_ = 0;
+  std::uint64_t tombstones_ = 0;
+};
+
+}  // namespace offheap::detail

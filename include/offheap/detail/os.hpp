@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// The operating-system calls the engine makes, each wrapped so that a failure
+// becomes an offheap::Error naming the call and errno. Nothing here allocates
+// on the heap except the message of an error being thrown.
+#pragma once
+
+#include <offheap/error.hpp>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include <time.h>
+
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+namespace offheap::detail {
+
+inline std::size_t page_size() noexcept {
+  static const std::size_t size = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+constexpr std::uint64_t round_up(std::uint64_t n, std::uint64_t to) noexcept {
+  return (n + to - 1) / to * to;
+}
+
+inline std::string errno_text(int err) {
+  char buf[128];
+  // GNU strerror_r returns a pointer that may or may not be buf.
+  const char* text = ::strerror_r(err, buf, sizeof buf);
+  return std::string(text) + " (errno " + std::to_string(err) + ")";
+}
+
+/// Zeroed anonymous memory of `bytes` (a multiple of the page size), private
+/// to this process, with no swap reservation: pages cost memory only once
+/// touched. Throws Error(out_of_space) when the kernel refuses; the message
+/// names the store and `what` (built only then: mapping allocates nothing).
+inline std::byte* map_anonymous(std::uint64_t bytes, const std::string& store, const char* what) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    throw Error(Errc::out_of_space, store + ": mmap of " + std::to_string(bytes) + " bytes for " +
+                                        what + " failed: " + errno_text(err));
+  }
+  return static_cast<std::byte*>(p);
+}
+
+inline void unmap(void* p, std::uint64_t bytes) noexcept {
+  if (p != nullptr && bytes != 0) ::munmap(p, bytes);
+}
+
+/// Hands the pages of [p, p + bytes) back to the OS; anonymous private
+/// pages read back as zeros afterwards. `p` and `bytes` are page-aligned.
+inline void discard_pages(void* p, std::uint64_t bytes) noexcept {
+  if (bytes != 0) ::madvise(p, bytes, MADV_DONTNEED);
+}
+
+/// 64 bits from the kernel's random source, for per-store hash seeds.
+inline std::uint64_t random_u64() noexcept {
+  std::uint64_t v = 0;
+  ssize_t got = ::getrandom(&v, sizeof v, 0);
+  if (got != static_cast<ssize_t>(sizeof v)) {
+    // getrandom cannot fail for 8 bytes once the pool is ready; mix the
+    // address of a local and the clock as a last resort.
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    v = (reinterpret_cast<std::uintptr_t>(&v) * 0x9E3779B97F4A7C15ull) ^
+        (static_cast<std::uint64_t>(::getpid()) << 32) ^
+        static_cast<std::uint64_t>(ts.tv_nsec) ^ (static_cast<std::uint64_t>(ts.tv_sec) << 20);
+  }
+  return v;
+}
+
+}  // namespace offheap::detail

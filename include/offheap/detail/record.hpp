@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: Apache-2.0
+// The record: its layout, the seqlock write, and the validated read.
+//
+// Every record starts on an 8-byte boundary of a chunk:
+//
+//  byte  0        8        12     14     15     16        20        24
+//        +--------+--------+------+------+------+---------+---------+------------------+
+//        | stamp  | value  | key  | flags| type | checksum| expiry  | key, value, pad  |
+//        |  u64   | len u32| len  |  u8  |  u8  |   u32   |   u32   | to a multiple of |
+//        |        |        | u16  |      |      |         |         | 8 (>= 8 bytes)   |
+//        +--------+--------+------+------+------+---------+---------+------------------+
+//        word 0    word 1 (one atomic load)       word 2             payload words
+//
+//  stamp     even: the record is stable; odd: a writer is inside it; 0: never
+//            written (zeroed memory). Drawn from the shard's counter, which
+//            only grows, on every write and every free: a slot never shows the
+//            same stamp twice, and a newer write of a key has a higher stamp.
+//  value len live: the value's length in bytes; free: the payload capacity.
+//  key len   live: the key's length (0-65,535); free: 0.
+//  flags     bits 0-1 state (0 none, 1 live, 2 free); bits 2-3 slack: how many
+//            spare 8-byte words the payload has beyond round8(key + value),
+//            0-3 (a larger spare is split off as a free record); bits 4-7 are
+//            the eviction policy's per-record state (0 for StorePolicy).
+//  type      0 for bytes written by put(); a value type tag for put_value<T>.
+//  checksum  CRC32C of the record for file-backed stores; 0 in memory.
+//  expiry    0: never expires.
+//
+// Header 24 bytes plus up to 7 of padding (and at most 24 of slack after an
+// in-place shrink): per-record overhead stays at or under 32 bytes for a
+// freshly written record. A free record keeps the location of the next free
+// record of its size class in its first payload word, never in the header, so
+// that a reader holding a stale location sees the stamp change first.
+//
+// Seqlock protocol. Writer (under the shard's lock): store the stamp odd,
+// release fence, store every other word, store the new even stamp with
+// release. Reader: load the stamp with acquire (odd or 0: retry), read what
+// it needs with relaxed loads, bounds-check lengths before following them,
+// acquire fence, load the stamp again: any conclusion drawn from the words
+// read holds only if the two loads are equal.
+#pragma once
+
+#include <offheap/detail/atomic_word.hpp>
+#include <offheap/detail/location.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace offheap::detail {
+
+static_assert(std::endian::native == std::endian::little,
+              "offheap's record layout is defined for little-endian machines");
+
+namespace record {
+
+inline constexpr std::uint64_t kHeaderBytes = 24;
+inline constexpr std::uint64_t kMinPayload = 8;  ///< room for a free-list link
+inline constexpr std::uint64_t kMinRecord = kHeaderBytes + kMinPayload;
+inline constexpr std::uint64_t kMaxSlackWords = 3;
+inline constexpr std::uint32_t kMaxKeyBytes = 0xFFFF;
+inline constexpr std::uint64_t kMaxValueBytes = 0xFFFFFFFFu;
+
+enum class State : std::uint8_t { none = 0, live = 1, free = 2 };
+
+/// Payload bytes a record of this key and value needs: key + value rounded
+/// up to 8, at least kMinPayload.
+constexpr std::uint64_t payload_for(std::uint64_t key_len, std::uint64_t value_len) noexcept {
+  const std::uint64_t n = (key_len + value_len + 7) & ~std::uint64_t{7};
+  return n < kMinPayload ? kMinPayload : n;
+}
+
+/// Header word 1, decoded.
+struct Meta {
+  std::uint32_t value_len = 0;
+  std::uint16_t key_len = 0;
+  std::uint8_t flags = 0;
+  std::uint8_t type = 0;
+
+  static constexpr Meta decode(std::uint64_t w) noexcept {
+    return Meta{static_cast<std::uint32_t>(w), static_cast<std::uint16_t>(w >> 32),
+                static_cast<std::uint8_t>(w >> 48), static_cast<std::uint8_t>(w >> 56)};
+  }
+  constexpr std::uint64_t encode() const noexcept {
+    return std::uint64_t{value_len} | std::uint64_t{key_len} << 32 |
+           std::uint64_t{flags} << 48 | std::uint64_t{type} << 56;
+  }
+  constexpr State state() const noexcept { return static_cast<State>(flags & 3u); }
+  constexpr std::uint64_t slack_words() const noexcept { return (flags >> 2) & 3u; }
+  constexpr std::uint8_t policy_bits() const noexcept { return flags >> 4; }
+  /// Payload capacity: what the slot holds, whatever its state.
+  constexpr std::uint64_t capacity() const noexcept {
+    return state() == State::free ? value_len
+                                  : payload_for(key_len, value_len) + slack_words() * 8;
+  }
+  static constexpr std::uint8_t make_flags(State s, std::uint64_t slack,
+                                           std::uint8_t policy) noexcept {
+    return static_cast<std::uint8_t>(static_cast<unsigned>(s) | (slack << 2) |
+                                     (unsigned{policy} << 4));
+  }
+};
+
+// ---- word access ----------------------------------------------------------
+
+inline std::uint64_t* stamp_word(std::byte* rec) noexcept { return word_at(rec); }
+inline const std::uint64_t* stamp_word(const std::byte* rec) noexcept { return word_at(rec); }
+inline std::uint64_t* payload_words(std::byte* rec) noexcept { return word_at(rec + kHeaderBytes); }
+inline const std::uint64_t* payload_words(const std::byte* rec) noexcept {
+  return word_at(rec + kHeaderBytes);
+}
+/// The bytes of a record's value, for callbacks that read in place.
+inline const char* value_bytes(const std::byte* rec, std::uint64_t key_len) noexcept {
+  return reinterpret_cast<const char*>(rec + kHeaderBytes + key_len);
+}
+
+// ---- writer side (the shard's lock is held) --------------------------------
+
+/// Opens a write: the odd stamp becomes visible no later than any byte that
+/// follows. The release fence pairs with the reader's acquire fence in
+/// `validate`: a reader that sees any word stored after this fence sees the
+/// odd stamp (or a later one) on its second load.
+inline void begin_write(std::byte* rec, std::uint64_t new_stamp) noexcept {
+  store_relaxed(stamp_word(rec), new_stamp - 1);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+/// Closes a write: the release store pairs with the reader's acquire load of
+/// the stamp, so a reader that sees `new_stamp` sees every word written.
+inline void end_write(std::byte* rec, std::uint64_t new_stamp) noexcept {
+  store_release(stamp_word(rec), new_stamp);
+}
+
+/// Stores bytes a[0..na) followed by b[0..nb) into aligned words starting at
+/// dst, zero-filling the last word's tail. Relaxed stores; the caller brackets
+/// them with begin_write/end_write.
+inline void store_concat(std::uint64_t* dst, const char* a, std::size_t na, const char* b,
+                         std::size_t nb) noexcept {
+  std::size_t i = 0;
+  for (; (i + 1) * 8 <= na; ++i) store_relaxed(dst + i, load_u64(a + i * 8));
+  const std::size_t total = na + nb;
+  if (i * 8 >= total) return;
+  // The word that holds the end of `a` (possibly empty) and the start of `b`.
+  std::uint64_t w = 0;
+  const std::size_t head = na - i * 8;  // bytes of a in this word, 0-7
+  if (head) std::memcpy(&w, a + i * 8, head);
+  const std::size_t first_b = std::min<std::size_t>(8 - head, nb);
+  if (first_b) std::memcpy(reinterpret_cast<char*>(&w) + head, b, first_b);
+  store_relaxed(dst + i, w);
+  ++i;
+  // The remaining words come from b alone, shifted by `head` bytes.
+  std::size_t off = first_b;  // next byte of b
+  for (; off + 8 <= nb; off += 8, ++i) store_relaxed(dst + i, load_u64(b + off));
+  if (off < nb) {
+    w = 0;
+    std::memcpy(&w, b + off, nb - off);
+    store_relaxed(dst + i, w);
+  }
+}
+
+/// Writes a live record at `rec` with the given payload capacity (at least
+/// payload_for(key, value), at most 3 words more).
+inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
+                       std::string_view value, std::uint8_t type, std::uint64_t capacity,
+                       std::uint8_t policy_bits = 0) noexcept {
+  const std::uint64_t slack = (capacity - payload_for(key.size(), value.size())) / 8;
+  begin_write(rec, new_stamp);
+  const Meta m{static_cast<std::uint32_t>(value.size()), static_cast<std::uint16_t>(key.size()),
+               Meta::make_flags(State::live, slack, policy_bits), type};
+  store_relaxed(word_at(rec + 8), m.encode());
+  store_relaxed(word_at(rec + 16), 0);
+  std::uint64_t* payload = payload_words(rec);
+  if (key.size() + value.size() == 0) {
+    store_relaxed(payload, 0);
+  } else {
+    store_concat(payload, key.data(), key.size(), value.data(), value.size());
+  }
+  end_write(rec, new_stamp);
+}
+
+/// Rewrites a live record's value in place; the key stays where it is.
+inline void rewrite_value(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
+                          std::string_view value, std::uint8_t type,
+                          std::uint64_t capacity) noexcept {
+  write_live(rec, new_stamp, key, value, type, capacity,
+             Meta::decode(load_relaxed(word_at(rec + 8))).policy_bits());
+}
+
+/// Turns the slot at `rec` into a free record of `capacity` payload bytes
+/// whose link points at `next`. The stamp changes before anything else.
+inline void write_free(std::byte* rec, std::uint64_t new_stamp, std::uint64_t capacity,
+                       Location next) noexcept {
+  begin_write(rec, new_stamp);
+  const Meta m{static_cast<std::uint32_t>(capacity), 0, Meta::make_flags(State::free, 0, 0), 0};
+  store_relaxed(word_at(rec + 8), m.encode());
+  store_relaxed(word_at(rec + 16), 0);
+  store_relaxed(payload_words(rec), next.raw());
+  end_write(rec, new_stamp);
+}
+
+/// The free-list link of a free record (writer side).
+inline Location free_link(const std::byte* rec) noexcept {
+  return Location::from_raw(load_relaxed(payload_words(rec)));
+}
+inline void set_free_link(std::byte* rec, Location next) noexcept {
+  store_relaxed(payload_words(rec), next.raw());
+}
+
+// ---- reader side ----------------------------------------------------------
+
+/// First load of a read: pairs with end_write's release store.
+inline std::uint64_t read_stamp(const std::byte* rec) noexcept {
+  return load_acquire(stamp_word(rec));
+}
+inline Meta read_meta(const std::byte* rec) noexcept {
+  return Meta::decode(load_relaxed(word_at(rec + 8)));
+}
+/// True when nothing was written to the record since `stamp` was read. The
+/// acquire fence pairs with begin_write's release fence: relaxed loads made
+/// before it cannot be reordered after the second stamp load.
+inline bool validate(const std::byte* rec, std::uint64_t stamp) noexcept {
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return load_relaxed(stamp_word(rec)) == stamp;
+}
+inline bool stamp_is_stable(std::uint64_t stamp) noexcept {
+  return stamp != 0 && (stamp & 1) == 0;
+}
+
+/// Compares the record's key (at the start of its payload) with `key`,
+/// reading whole words. The caller has bounds-checked the payload.
+inline bool key_equals(const std::byte* rec, std::string_view key) noexcept {
+  const std::uint64_t* w = payload_words(rec);
+  const char* k = key.data();
+  const std::size_t n = key.size();
+  std::size_t i = 0;
+  for (; (i + 1) * 8 <= n; ++i) {
+    if (load_relaxed(w + i) != load_u64(k + i * 8)) return false;
+  }
+  const std::size_t rest = n - i * 8;
+  if (rest == 0) return true;
+  std::uint64_t mine = 0;
+  std::memcpy(&mine, k + i * 8, rest);
+  const std::uint64_t mask = (std::uint64_t{1} << (rest * 8)) - 1;
+  return (load_relaxed(w + i) & mask) == mine;
+}
+
+/// Copies n bytes starting `from` bytes into the payload, word by word with
+/// relaxed loads, into dst (caller-owned). The caller has bounds-checked.
+inline void copy_out(char* dst, const std::byte* rec, std::size_t from, std::size_t n) noexcept {
+  if (n == 0) return;
+  const std::uint64_t* w = payload_words(rec) + from / 8;
+  const std::size_t skip = from % 8;
+  std::uint64_t x = load_relaxed(w++);
+  std::size_t first = std::min<std::size_t>(8 - skip, n);
+  std::memcpy(dst, reinterpret_cast<const char*>(&x) + skip, first);
+  std::size_t done = first;
+  for (; done + 8 <= n; done += 8) {
+    x = load_relaxed(w++);
+    std::memcpy(dst + done, &x, 8);
+  }
+  if (done < n) {
+    x = load_relaxed(w);
+    std::memcpy(dst + done, &x, n - done);
+  }
+}
+
+/// Compares n payload bytes starting at `from` with `bytes`.
+inline bool bytes_equal(const std::byte* rec, std::size_t from, std::string_view bytes) noexcept {
+  char buf[64];
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const std::size_t n = std::min(sizeof buf, bytes.size() - done);
+    copy_out(buf, rec, from + done, n);
+    if (std::memcmp(buf, bytes.data() + done, n) != 0) return false;
+    done += n;
+  }
+  return true;
+}
+
+}  // namespace record
+}  // namespace offheap::detail

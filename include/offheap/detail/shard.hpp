@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: Apache-2.0
+// A shard: one journal, one index, one set of free lists, one stamp counter
+// and one writer lock. The store routes each key to a shard by its hash;
+// everything a write touches belongs to that shard alone.
+//
+// Writes take the lock, find room (a free record of a fitting class, split
+// when the rest can hold a free record, or the journal's tail), write the
+// record under the seqlock, point the index at it, then free the old record
+// (new stamp first, then onto its free list). An overwrite that fits the old
+// slot rewrites it in place when the policy allows. Every step that can fail
+// (mapping a chunk or a bigger index) runs before the first change, so an
+// exception leaves the shard as it was.
+//
+// Reads take no lock: they walk the index, validate each candidate record
+// with its stamp, and draw a conclusion (this key, another key, gone) only
+// from words read between two equal stamps, from a slot that still leads to
+// the same record, in a table that is still current.
+#pragma once
+
+#include <offheap/detail/atomic_word.hpp>
+#include <offheap/detail/free_lists.hpp>
+#include <offheap/detail/index.hpp>
+#include <offheap/detail/journal.hpp>
+#include <offheap/detail/location.hpp>
+#include <offheap/detail/record.hpp>
+#include <offheap/policy.hpp>
+#include <offheap/stats.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace offheap::detail {
+
+/// Spins briefly, then yields, while a reader waits out a writer.
+class Backoff {
+ public:
+  void pause() noexcept {
+    if (++rounds_ < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      std::this_thread::yield();
+    }
+  }
+
+ private:
+  unsigned rounds_ = 0;
+};
+
+struct ShardConfig {
+  JournalConfig journal;
+  std::uint64_t expected_entries = 0;
+};
+
+template <class P>
+class Shard {
+ public:
+  using Hash = typename P::Hash;
+  using Lock = typename P::Lock;
+  static constexpr bool kInPlace = PolicyTraits<P>::in_place_updates;
+
+  Shard(const ShardConfig& config, const std::string& name, const Hash& hash)
+      : hash_(hash), journal_(config.journal, name), index_(config.expected_entries, name),
+        free_(name) {}
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+  ~Shard() { drain_retired(); }
+
+  // ---- reads (no lock) -------------------------------------------------------
+
+  /// Finds the live record of `key` and calls
+  /// `on_hit(Location, const std::byte* rec, const record::Meta&, stamp)`,
+  /// whose header and key have been validated against `stamp`. on_hit reads
+  /// what it needs and returns record::validate(rec, stamp); on false the
+  /// lookup tries again. Returns whether the key was found.
+  template <class OnHit>
+  bool lookup(std::string_view key, std::uint64_t h, OnHit&& on_hit) const {
+    Backoff backoff;
+    const std::uint8_t tag = ctrl::tag_of(h);
+    for (;;) {
+      const IndexTable* t = index_.acquire_table();
+      const std::uint64_t* ctrls = t->ctrl_words();
+      const std::uint64_t* locs = t->locations();
+      bool restart = false;
+      for (ProbeSeq seq(h, t->groups()); !restart; seq.next()) {
+        const std::uint64_t g = seq.group();
+        // Pairs with the release store in Index::set_ctrl.
+        const std::uint64_t w = load_acquire(ctrls + g);
+        for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
+          const Examined e = examine(t, locs + g * 8 + ctrl::first(m), key, on_hit, backoff);
+          if (e == Examined::hit) return true;
+          if (e == Examined::restart) {
+            restart = true;
+            break;
+          }
+        }
+        if (!restart && ctrl::match_empty(w)) {
+          // A miss is a conclusion about this table: it must still be current.
+          if (index_.is_current(t)) return false;
+          restart = true;
+        }
+      }
+      backoff.pause();
+    }
+  }
+
+  /// Calls fn(key, value) for every live record, on copies validated by
+  /// their stamps (kbuf and vbuf are reused). Writes made meanwhile, by fn or
+  /// others, may or may not be seen; tables they retire stay mapped until the
+  /// walk ends.
+  template <class F>
+  void for_each(F& fn, std::string& kbuf, std::string& vbuf) const {
+    iterating_.fetch_add(1, std::memory_order_relaxed);
+    struct Done {
+      const Shard* s;
+      ~Done() {
+        if (s->iterating_.fetch_sub(1, std::memory_order_relaxed) == 1) {
+          std::lock_guard<Lock> g(s->lock_);
+          if (s->iterating_.load(std::memory_order_relaxed) == 0) s->drain_retired();
+        }
+      }
+    } done{this};
+    const IndexTable* t = index_.acquire_table();
+    for (std::uint64_t g = 0; g < t->groups(); ++g) {
+      const std::uint64_t w = load_acquire(t->ctrl_words() + g);
+      for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
+        if (copy_record(t->locations() + g * 8 + ctrl::first(m), kbuf, vbuf)) {
+          fn(std::string_view(kbuf), std::string_view(vbuf));
+        }
+      }
+    }
+  }
+
+  // ---- writes (take the lock) -------------------------------------------------
+
+  enum class Mode { upsert, insert, replace, replace_if };
+
+  /// Writes key -> value per `mode`; returns whether it wrote. `expected` is
+  /// compared with the current value in Mode::replace_if.
+  bool write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
+             Mode mode, std::string_view expected = {}) {
+    const std::uint64_t need = record::payload_for(key.size(), value.size());
+    std::lock_guard<Lock> guard(lock_);
+    Index::Found f = find_for_write(key, h);
+    if (f.found) {
+      if (mode == Mode::insert) return false;
+      const Location old = index_.location(f.slot);
+      std::byte* rec = journal_.at(old);
+      const record::Meta m = record::read_meta(rec);
+      if (mode == Mode::replace_if &&
+          !(m.value_len == expected.size() &&
+            std::memcmp(record::value_bytes(rec, m.key_len), expected.data(), expected.size()) == 0)) {
+        return false;
+      }
+      const std::uint64_t cap = m.capacity();
+      if (kInPlace && need <= cap) {
+        rewrite_in_place(old, rec, cap, need, key, value, type);
+      } else {
+        const Slot s = allocate(need);  // may throw; nothing has changed yet
+        record::write_live(s.rec, next_stamp(), key, value, type, s.capacity);
+        index_.update(f.slot, s.loc);
+        free_.push(rec, old, cap, next_stamp());
+        live_bytes_ += s.capacity;
+        live_bytes_ -= cap;
+      }
+      key_value_bytes_ += value.size();
+      key_value_bytes_ -= m.value_len;
+      ++puts_;
+      return true;
+    }
+    if (mode == Mode::replace || mode == Mode::replace_if) return false;
+    if (index_.needs_room()) {
+      grow_index();  // may throw; nothing has changed yet
+      f = find_for_write(key, h);
+    }
+    const Slot s = allocate(need);  // may throw; the index only grew
+    record::write_live(s.rec, next_stamp(), key, value, type, s.capacity);
+    index_.insert(f.insert_slot, h, s.loc);
+    records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    key_value_bytes_ += key.size() + value.size();
+    live_bytes_ += record::kHeaderBytes + s.capacity;
+    ++puts_;
+    return true;
+  }
+
+  /// Removes `key` (only if its value equals *expected, when given).
+  bool erase(std::string_view key, std::uint64_t h, const std::string_view* expected) {
+    std::lock_guard<Lock> guard(lock_);
+    const Index::Found f = find_for_write(key, h);
+    if (!f.found) return false;
+    const Location loc = index_.location(f.slot);
+    std::byte* rec = journal_.at(loc);
+    const record::Meta m = record::read_meta(rec);
+    if (expected != nullptr &&
+        !(m.value_len == expected->size() &&
+          std::memcmp(record::value_bytes(rec, m.key_len), expected->data(), expected->size()) == 0)) {
+      return false;
+    }
+    index_.erase(f.slot);  // first: no reader may find a freed record through the index
+    const std::uint64_t cap = m.capacity();
+    free_.push(rec, loc, cap, next_stamp());
+    records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
+    live_bytes_ -= record::kHeaderBytes + cap;
+    ++removes_;
+    return true;
+  }
+
+  /// Drops every record. Throws Error(out_of_space) if a fresh index cannot
+  /// be mapped; the shard is unchanged then.
+  void clear() {
+    std::lock_guard<Lock> guard(lock_);
+    IndexTable* old = index_.reset();  // the only step that throws
+    journal_.reset();
+    free_.clear();
+    records_.store(0, std::memory_order_relaxed);
+    key_value_bytes_ = 0;
+    live_bytes_ = 0;
+    retire(old);
+  }
+
+  std::uint64_t size() const noexcept { return records_.load(std::memory_order_relaxed); }
+
+  /// Adds this shard's figures to `s` (takes the lock for a consistent view).
+  void add_stats(Stats& s) const {
+    std::lock_guard<Lock> guard(lock_);
+    s.puts += puts_;
+    s.removes += removes_;
+    s.records += records_.load(std::memory_order_relaxed);
+    s.key_value_bytes += key_value_bytes_;
+    s.live_bytes += live_bytes_;
+    s.free_records += free_.total_records();
+    s.free_bytes += free_.total_bytes();
+    if (s.free_classes.empty()) {
+      for (unsigned c = 0; c < FreeLists::kClasses; ++c) {
+        s.free_classes.push_back({FreeLists::class_min_capacity(c), 0, 0});
+      }
+    }
+    for (unsigned c = 0; c < FreeLists::kClasses; ++c) {
+      s.free_classes[c].records += free_.class_records(c);
+      s.free_classes[c].bytes += free_.class_bytes(c);
+    }
+    s.journal_bytes += journal_.used_bytes();
+    s.mapped_bytes += journal_.mapped_bytes() + index_.mapped_bytes() + free_.mapped_bytes();
+    s.chunks += journal_.chunks();
+    s.index_capacity += index_.capacity();
+    s.index_tombstones += index_.tombstones();
+  }
+
+  const Journal& journal() const noexcept { return journal_; }
+
+ private:
+  struct Slot {
+    Location loc;
+    std::byte* rec;
+    std::uint64_t capacity;
+  };
+  enum class Examined { hit, other, restart };
+
+  template <class OnHit>
+  Examined examine(const IndexTable* t, const std::uint64_t* slot, std::string_view key,
+                   OnHit& on_hit, Backoff& backoff) const {
+    for (;;) {
+      // Pairs with the release stores in Index::insert/update: the record the
+      // location leads to is visible.
+      const Location loc = Location::from_raw(load_acquire(slot));
+      std::uint64_t avail = 0;
+      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+      if (rec == nullptr) return Examined::restart;  // only a stale table leads outside
+      const std::uint64_t s1 = record::read_stamp(rec);
+      if (!record::stamp_is_stable(s1)) {
+        if (s1 == 0) return Examined::restart;  // zeroed by clear(): the table is stale
+        backoff.pause();
+        continue;
+      }
+      const record::Meta m = record::read_meta(rec);
+      const bool mine = m.state() == record::State::live && m.key_len == key.size() &&
+                        record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail &&
+                        record::key_equals(rec, key);
+      if (!record::validate(rec, s1)) {
+        backoff.pause();
+        continue;
+      }
+      if (mine) {
+        // A record found through a table that clear() replaced may be bytes
+        // inside a newer record: only the current table's answers count.
+        if (!index_.is_current(t)) return Examined::restart;
+        if (on_hit(loc, rec, m, s1)) return Examined::hit;
+        backoff.pause();
+        continue;
+      }
+      // Another key's record, or a freed one. That holds only while the slot
+      // still leads here (the validate fence orders this load after the
+      // record's words).
+      if (load_relaxed(slot) == loc.raw()) return Examined::other;
+    }
+  }
+
+  bool copy_record(const std::uint64_t* slot, std::string& kbuf, std::string& vbuf) const {
+    Backoff backoff;
+    for (;;) {
+      const Location loc = Location::from_raw(load_acquire(slot));
+      std::uint64_t avail = 0;
+      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+      if (rec == nullptr) return false;
+      const std::uint64_t s1 = record::read_stamp(rec);
+      if (s1 == 0) return false;
+      if (s1 & 1) {
+        backoff.pause();
+        continue;
+      }
+      const record::Meta m = record::read_meta(rec);
+      const bool whole = m.state() == record::State::live &&
+                         record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail;
+      if (!record::validate(rec, s1)) {
+        backoff.pause();
+        continue;
+      }
+      if (!whole) return false;  // freed: the key went away during the walk
+      kbuf.resize(m.key_len);
+      vbuf.resize(m.value_len);
+      record::copy_out(kbuf.data(), rec, 0, m.key_len);
+      record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
+      if (record::validate(rec, s1)) return true;
+      backoff.pause();
+    }
+  }
+
+  Index::Found find_for_write(std::string_view key, std::uint64_t h) const {
+    return index_.find(h, [&](Location loc) {
+      const std::byte* rec = journal_.at(loc);
+      const record::Meta m = record::read_meta(rec);
+      return m.key_len == key.size() &&
+             std::memcmp(rec + record::kHeaderBytes, key.data(), key.size()) == 0;
+    });
+  }
+
+  void rewrite_in_place(Location loc, std::byte* rec, std::uint64_t cap, std::uint64_t need,
+                        std::string_view key, std::string_view value, std::uint8_t type) noexcept {
+    if (cap - need < record::kMinRecord) {
+      record::rewrite_value(rec, next_stamp(), key, value, type, cap);
+      return;
+    }
+    // Shrink, and free the tail of the old payload.
+    record::rewrite_value(rec, next_stamp(), key, value, type, need);
+    const Location rest = Location::make(loc.chunk(), loc.offset() + record::kHeaderBytes + need);
+    free_.push(journal_.at(rest), rest, cap - need - record::kHeaderBytes, next_stamp());
+    live_bytes_ -= cap - need;
+  }
+
+  Slot allocate(std::uint64_t need) {
+    const FreeLists::Taken t = free_.take(need, journal_);
+    if (!t.loc.is_none()) {
+      if (t.capacity - need < record::kMinRecord) return {t.loc, t.rec, t.capacity};
+      const Location rest =
+          Location::make(t.loc.chunk(), t.loc.offset() + record::kHeaderBytes + need);
+      free_.push(journal_.at(rest), rest, t.capacity - need - record::kHeaderBytes, next_stamp());
+      return {t.loc, t.rec, need};
+    }
+    const Location loc = journal_.append(
+        record::kHeaderBytes + need, [this](Location l, std::byte* r, std::uint64_t bytes) {
+          free_.push(r, l, bytes - record::kHeaderBytes, next_stamp());
+        });
+    return {loc, journal_.at(loc), need};
+  }
+
+  void grow_index() {
+    retire(index_.grow([this](Location loc) {
+      const std::byte* rec = journal_.at(loc);
+      const record::Meta m = record::read_meta(rec);
+      return hash_(std::string_view(reinterpret_cast<const char*>(rec + record::kHeaderBytes),
+                                    m.key_len));
+    }));
+  }
+
+  /// Frees an index table no longer current, or keeps it while a for_each
+  /// may be walking it. The lock is held.
+  void retire(IndexTable* t) const noexcept {
+    t->next_retired = retired_;
+    retired_ = t;
+    if (iterating_.load(std::memory_order_relaxed) == 0) drain_retired();
+  }
+  void drain_retired() const noexcept {
+    while (retired_ != nullptr) {
+      IndexTable* next = retired_->next_retired;
+      IndexTable::destroy(retired_);
+      retired_ = next;
+    }
+  }
+
+  std::uint64_t next_stamp() noexcept {
+    stamp_ += 2;
+    return stamp_;
+  }
+
+  const Hash& hash_;
+  Journal journal_;
+  Index index_;
+  FreeLists free_;
+  mutable Lock lock_;
+  std::uint64_t stamp_ = 0;  // the last stamp drawn; even
+  std::atomic<std::uint64_t> records_{0};
+  std::uint64_t key_value_bytes_ = 0;
+  std::uint64_t live_bytes_ = 0;
+  std::uint64_t puts_ = 0;
+  std::uint64_t removes_ = 0;
+  mutable std::atomic<int> iterating_{0};
+  mutable IndexTable* retired_ = nullptr;
+};
+
+}  // namespace offheap::detail

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+// Small per-thread numbers, and per-thread counter lines built on them.
+//
+// A thread takes a number in [0, kMaxThreads) the first time it reads a
+// store and gives it back when it exits, so numbers stay dense. A counter
+// line per (store, thread number), each on its own cache line, lets readers
+// count hits and misses with plain relaxed stores: a line has one writer at
+// a time, and no reader writes a line another thread writes. Threads beyond
+// kMaxThreads share one overflow line and count with atomic adds.
+//
+// Taking a number is the only step that allocates (the thread-exit hook),
+// once per thread.
+#pragma once
+
+#include <offheap/detail/os.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace offheap::detail {
+
+inline constexpr std::uint32_t kMaxThreads = 1024;
+inline constexpr std::size_t kCacheLine = 64;
+
+class ThreadNumbers {
+ public:
+  /// This thread's number, or kMaxThreads when all are taken.
+  static std::uint32_t current() noexcept {
+    const std::uint32_t n = tls_number_;
+    return n != 0 ? n - 1 : take();
+  }
+
+ private:
+  struct Pool {
+    std::mutex mutex;
+    std::uint32_t next = 0;  // numbers below were handed out at least once
+    std::uint32_t free_count = 0;
+    std::uint32_t free[kMaxThreads];
+  };
+  static Pool& pool() noexcept {
+    // Never destroyed: threads may exit after static destruction began.
+    static Pool* p = new Pool;
+    return *p;
+  }
+
+  struct Owner {
+    std::uint32_t number = kMaxThreads;
+    ~Owner() {
+      if (number == kMaxThreads) return;
+      Pool& p = pool();
+      std::lock_guard<std::mutex> g(p.mutex);
+      p.free[p.free_count++] = number;
+      tls_number_ = 0;
+    }
+  };
+
+  static std::uint32_t take() noexcept {
+    Pool& p = pool();
+    std::uint32_t n = kMaxThreads;
+    {
+      std::lock_guard<std::mutex> g(p.mutex);
+      if (p.free_count > 0) {
+        n = p.free[--p.free_count];
+      } else if (p.next < kMaxThreads) {
+        n = p.next++;
+      }
+    }
+    if (n == kMaxThreads) return n;  // overflow: no number, counted on the shared line
+    owner_.number = n;
+    tls_number_ = n + 1;
+    return n;
+  }
+
+  static thread_local std::uint32_t tls_number_;  // number + 1; 0: none yet
+  static thread_local Owner owner_;
+};
+
+inline thread_local constinit std::uint32_t ThreadNumbers::tls_number_ = 0;
+inline thread_local ThreadNumbers::Owner ThreadNumbers::owner_;
+
+/// Per-thread hit and miss counters of one store, in mapped memory.
+class ReadCounters {
+ public:
+  explicit ReadCounters(const std::string& name) {
+    lines_ = reinterpret_cast<Line*>(map_anonymous(kBytes, name, "read counters"));
+  }
+  ReadCounters(const ReadCounters&) = delete;
+  ReadCounters& operator=(const ReadCounters&) = delete;
+  ~ReadCounters() { unmap(lines_, kBytes); }
+
+  void count(bool hit) const noexcept {
+    const std::uint32_t n = ThreadNumbers::current();
+    std::atomic_ref<std::uint64_t> c(hit ? lines_[n].hits : lines_[n].misses);
+    if (n != kMaxThreads) {
+      // Only this thread writes this line: a relaxed load and store suffice.
+      c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    } else {
+      c.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  void sum(std::uint64_t& hits, std::uint64_t& misses) const noexcept {
+    hits = misses = 0;
+    for (std::uint32_t i = 0; i <= kMaxThreads; ++i) {
+      hits += std::atomic_ref<std::uint64_t>(lines_[i].hits).load(std::memory_order_relaxed);
+      misses += std::atomic_ref<std::uint64_t>(lines_[i].misses).load(std::memory_order_relaxed);
+    }
+  }
+
+  static constexpr std::uint64_t mapped_bytes() noexcept { return kBytes; }
+
+ private:
+  struct alignas(kCacheLine) Line {
+    std::uint64_t hits;
+    std::uint64_t misses;
+  };
+  static constexpr std::uint64_t kBytes = sizeof(Line) * (kMaxThreads + 1);
+  Line* lines_ = nullptr;
+};
+
+}  // namespace offheap::detail

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+// What a store reports about itself (OffHeapStore::stats()).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace offheap {
+
+/// Free records of one size class.
+struct FreeClassStats {
+  std::uint64_t min_capacity = 0;  ///< smallest payload capacity the class holds
+  std::uint64_t records = 0;
+  std::uint64_t bytes = 0;  ///< payload bytes
+};
+
+struct Stats {
+  std::string name;
+  // Operations since the store was created. gets = hits + misses, counting
+  // every lookup: get, read, view, contains, get_value.
+  std::uint64_t puts = 0;     ///< records written: put, put_value, and the successful
+                              ///< put_if_absent and replace calls
+  std::uint64_t gets = 0;
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t removes = 0;  ///< records removed by remove()
+
+  // Contents.
+  std::uint64_t records = 0;          ///< live records (== size())
+  std::uint64_t key_value_bytes = 0;  ///< bytes of the keys and values of live records
+  std::uint64_t live_bytes = 0;       ///< journal bytes of live records: headers,
+                                      ///< keys, values, padding
+  std::uint64_t free_records = 0;
+  std::uint64_t free_bytes = 0;             ///< payload bytes of free records
+  std::vector<FreeClassStats> free_classes;  ///< non-empty classes, smallest first
+
+  // Memory.
+  std::uint64_t journal_bytes = 0;  ///< journal bytes in use by records, live or free
+  std::uint64_t mapped_bytes = 0;   ///< everything mapped: chunks, index, free-list
+                                    ///< tables, counters
+  std::uint64_t chunks = 0;
+
+  // Index.
+  std::uint64_t index_capacity = 0;  ///< slots
+  std::uint64_t index_tombstones = 0;
+  double index_load = 0;  ///< (live + tombstones) / capacity
+
+  std::uint32_t shards = 0;
+};
+
+}  // namespace offheap

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: Apache-2.0
+// OffHeapStore<Policy>: the public key-value API over shards of mapped memory.
+//
+// The path of a key:
+//
+//   key --hash(seed)--> shard --> Index (open addressing, detail/index.hpp)
+//       --> Location (16-bit chunk | 48-bit offset, detail/location.hpp)
+//       --> Journal chunk (mmap, detail/journal.hpp)
+//       --> Record (stamp, header, key, value, padding; detail/record.hpp)
+//       --> seqlock-validated read: copy out (get), callback on the bytes in
+//           place (read), or a RecordView (view.hpp)
+//
+// A write takes its shard's writer lock, finds room (detail/free_lists.hpp or
+// the journal's tail), writes the record, points the index at it, then frees
+// the old record (detail/shard.hpp). Records, index tables, free-list heads
+// and counters all live in mapped memory: the heap holds a few objects per
+// store and none per record.
+//
+// Thread safety. Readers (get, read, view, contains, get_value, size,
+// for_each, stats) never take a lock. Writers serialize on the shard's lock
+// from the Policy; with NullLock, the program must keep writers to one thread
+// at a time. Concurrent writers with concurrent index growth are made safe by
+// the epoch reclamation of a later release; until then a store must not be
+// written by one thread while another reads it (see README, "Limits").
+#pragma once
+
+#include <offheap/detail/hash.hpp>
+#include <offheap/detail/os.hpp>
+#include <offheap/detail/record.hpp>
+#include <offheap/detail/shard.hpp>
+#include <offheap/detail/thread_slots.hpp>
+#include <offheap/error.hpp>
+#include <offheap/options.hpp>
+#include <offheap/policy.hpp>
+#include <offheap/stats.hpp>
+#include <offheap/value_type.hpp>
+#include <offheap/view.hpp>
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace offheap {
+
+template <Policy P = StorePolicy>
+class OffHeapStore {
+ public:
+  using PolicyType = P;
+  using View = RecordView<P>;
+
+  /// Limits.
+  static constexpr std::size_t kMaxKeyBytes = detail::record::kMaxKeyBytes;
+  static constexpr std::uint64_t kMaxValueBytes = detail::record::kMaxValueBytes;
+
+  /// Effects: creates an empty store in anonymous memory. Maps little until
+  /// records arrive: a chunk table, an index sized for
+  /// options.expected_entries, the free-list table and counters.
+  /// Throws: Error(invalid_argument) for options out of range,
+  /// Error(out_of_space) if the OS refuses the mappings.
+  explicit OffHeapStore(Options options = {})
+      : options_(checked(std::move(options))),
+        hash_(options_.hash_seed ? *options_.hash_seed : detail::random_u64()),
+        counters_(options_.name),
+        shard_(std::make_unique<Shard>(shard_config(options_), options_.name, hash_)) {}
+
+  OffHeapStore(const OffHeapStore&) = delete;
+  OffHeapStore& operator=(const OffHeapStore&) = delete;
+
+  // ---- writes ---------------------------------------------------------------
+
+  /// Effects: key now maps to value (type tag 0: bytes), replacing any value.
+  /// Throws: Error(key_too_large), Error(value_too_large), Error(out_of_space);
+  /// the store is unchanged then.
+  /// Thread safety: serialized with other writers of the shard.
+  void put(std::string_view key, std::string_view value) {
+    check(key, value);
+    write(key, value, type_tag::bytes, Shard::Mode::upsert);
+  }
+
+  /// Effects: stores key -> value only if key is absent.
+  /// Returns: true if it stored. Throws: as put().
+  bool put_if_absent(std::string_view key, std::string_view value) {
+    check(key, value);
+    return write(key, value, type_tag::bytes, Shard::Mode::insert);
+  }
+
+  /// Effects: replaces key's value only if key is present.
+  /// Returns: true if it replaced. Throws: as put().
+  bool replace(std::string_view key, std::string_view value) {
+    check(key, value);
+    return write(key, value, type_tag::bytes, Shard::Mode::replace);
+  }
+
+  /// Effects: replaces key's value with desired only if it currently equals
+  /// expected (byte for byte; the type tag is not compared).
+  /// Returns: true if it replaced. Throws: as put().
+  bool replace(std::string_view key, std::string_view expected, std::string_view desired) {
+    check(key, desired);
+    return write(key, desired, type_tag::bytes, Shard::Mode::replace_if, expected);
+  }
+
+  /// Effects: removes key. Returns: true if it was present.
+  /// Throws: Error(key_too_large).
+  bool remove(std::string_view key) {
+    check_key(key);
+    return shard_->erase(key, hash_(key), nullptr);
+  }
+
+  /// Effects: removes key only if its value equals expected.
+  /// Returns: true if it removed. Throws: Error(key_too_large).
+  bool remove(std::string_view key, std::string_view expected) {
+    check_key(key);
+    return shard_->erase(key, hash_(key), &expected);
+  }
+
+  /// Effects: stores the bytes of a trivially copyable value with T's type
+  /// tag (value_type.hpp). Throws: as put().
+  template <class T>
+  void put_value(std::string_view key, const T& value) {
+    constexpr std::uint8_t tag = detail::value_type_tag<T>();
+    const auto bytes = std::bit_cast<std::array<char, sizeof(T)>>(value);
+    const std::string_view v(bytes.data(), bytes.size());
+    check(key, v);
+    write(key, v, tag, Shard::Mode::upsert);
+  }
+
+  /// Effects: removes every record; memory stays mapped for reuse but its
+  /// pages go back to the OS. Throws: Error(out_of_space) if a fresh index
+  /// cannot be mapped (the store is unchanged then).
+  void clear() { shard_->clear(); }
+
+  // ---- reads ------------------------------------------------------------------
+
+  /// Returns: whether key is present. Thread safety: lock-free.
+  bool contains(std::string_view key) const {
+    return counted(contains_uncounted(key));
+  }
+
+  /// Returns: a copy of key's value, or nullopt. Allocates the string; use
+  /// get(key, out) on hot paths.
+  std::optional<std::string> get(std::string_view key) const {
+    std::string out;
+    if (!get(key, out)) return std::nullopt;
+    return out;
+  }
+
+  /// Effects: copies key's value into out, reusing out's capacity (no
+  /// allocation when it is large enough). out is unspecified on a miss.
+  /// Returns: whether key was present. Thread safety: lock-free.
+  bool get(std::string_view key, std::string& out) const {
+    if (key.size() > kMaxKeyBytes) return counted(false);
+    return counted(shard_->lookup(key, hash_(key), [&](detail::Location, const std::byte* rec,
+                                                       const detail::record::Meta& m,
+                                                       std::uint64_t stamp) {
+      out.resize(m.value_len);
+      detail::record::copy_out(out.data(), rec, m.key_len, m.value_len);
+      return detail::record::validate(rec, stamp);
+    }));
+  }
+
+  /// Effects: calls fn(std::string_view value) on key's value in place, with
+  /// no copy. fn may be called more than once: if a writer changed the record
+  /// while fn ran, that call's bytes may be mixed and read() calls fn again
+  /// on the new value; only the last call saw a consistent value. fn should
+  /// therefore only read and compute (no side effects it cannot repeat).
+  /// Returns: whether key was present (fn not called if not).
+  /// The string_view is valid only during the call.
+  template <class F>
+  bool read(std::string_view key, F&& fn) const {
+    if (key.size() > kMaxKeyBytes) return counted(false);
+    return counted(shard_->lookup(key, hash_(key), [&](detail::Location, const std::byte* rec,
+                                                       const detail::record::Meta& m,
+                                                       std::uint64_t stamp) {
+      fn(std::string_view(detail::record::value_bytes(rec, m.key_len), m.value_len));
+      return detail::record::validate(rec, stamp);
+    }));
+  }
+
+  /// Returns: a RecordView of key's current record, or an empty view if the
+  /// key is absent (view.hpp). Allocates only for keys over 64 bytes.
+  View view(std::string_view key) const {
+    View v;
+    if (key.size() > kMaxKeyBytes) {
+      counted(false);
+      return v;
+    }
+    counted(shard_->lookup(key, hash_(key), [&](detail::Location loc, const std::byte*,
+                                                const detail::record::Meta& m,
+                                                std::uint64_t stamp) {
+      v = View(this, shard_.get(), loc, stamp, key, m.value_len, m.type);
+      return true;
+    }));
+    return v;
+  }
+
+  /// Returns: key's value as T, or nullopt if key is absent.
+  /// Throws: Error(type_mismatch) if the record's type tag or size is not T's.
+  template <class T>
+  std::optional<T> get_value(std::string_view key) const {
+    constexpr std::uint8_t tag = detail::value_type_tag<T>();
+    std::array<char, sizeof(T)> bytes{};
+    std::uint8_t found_tag = 0;
+    std::uint32_t found_len = 0;
+    const bool hit =
+        key.size() <= kMaxKeyBytes &&
+        shard_->lookup(key, hash_(key), [&](detail::Location, const std::byte* rec,
+                                            const detail::record::Meta& m, std::uint64_t stamp) {
+          found_tag = m.type;
+          found_len = m.value_len;
+          if (m.type == tag && m.value_len == sizeof(T)) {
+            detail::record::copy_out(bytes.data(), rec, m.key_len, sizeof(T));
+          }
+          return detail::record::validate(rec, stamp);
+        });
+    counted(hit);
+    if (!hit) return std::nullopt;
+    if (found_tag != tag || found_len != sizeof(T)) {
+      throw Error(Errc::type_mismatch,
+                  name() + ": get_value on a key of " + std::to_string(key.size()) +
+                      " bytes asked for type tag " + std::to_string(tag) + " of " +
+                      std::to_string(sizeof(T)) + " bytes; the record holds type tag " +
+                      std::to_string(found_tag) + " of " + std::to_string(found_len) + " bytes");
+    }
+    return std::bit_cast<T>(bytes);
+  }
+
+  /// Returns: the number of live records. Thread safety: lock-free.
+  std::uint64_t size() const noexcept { return shard_->size(); }
+  bool empty() const noexcept { return size() == 0; }
+
+  /// Effects: calls fn(std::string_view key, std::string_view value) once for
+  /// every record present throughout the walk, on copies validated against
+  /// their stamps (so fn always sees whole values). fn may write to the
+  /// store; records written meanwhile may or may not be visited.
+  /// The string_views are valid only during each call.
+  template <class F>
+  void for_each(F&& fn) const {
+    std::string k, v;
+    shard_->for_each(fn, k, v);
+  }
+
+  /// Returns: counters, contents, memory and index figures (stats.hpp).
+  Stats stats() const {
+    Stats s;
+    s.name = options_.name;
+    s.shards = 1;
+    shard_->add_stats(s);
+    counters_.sum(s.hits, s.misses);
+    s.gets = s.hits + s.misses;
+    s.mapped_bytes += detail::ReadCounters::mapped_bytes();
+    std::erase_if(s.free_classes, [](const FreeClassStats& c) { return c.records == 0; });
+    s.index_load = s.index_capacity == 0
+                       ? 0.0
+                       : static_cast<double>(s.records + s.index_tombstones) /
+                             static_cast<double>(s.index_capacity);
+    return s;
+  }
+
+  /// The store's name, as used in error messages.
+  const std::string& name() const noexcept { return options_.name; }
+  const Options& options() const noexcept { return options_; }
+
+ private:
+  using Shard = detail::Shard<P>;
+  friend class RecordView<P>;
+
+  static Options checked(Options o) {
+    if (o.name.empty()) o.name = "anonymous store";
+    const std::uint64_t page = detail::page_size();
+    o.min_chunk_bytes = detail::round_up(o.min_chunk_bytes, page);
+    o.max_chunk_bytes = detail::round_up(o.max_chunk_bytes, page);
+    if (o.min_chunk_bytes < 4096 || o.min_chunk_bytes > o.max_chunk_bytes ||
+        o.max_chunk_bytes > (std::uint64_t{1} << 48)) {
+      throw Error(Errc::invalid_argument,
+                  o.name + ": chunk sizes must satisfy 4 KiB <= min_chunk_bytes (" +
+                      std::to_string(o.min_chunk_bytes) + ") <= max_chunk_bytes (" +
+                      std::to_string(o.max_chunk_bytes) + ") <= 2^48");
+    }
+    return o;
+  }
+
+  static detail::ShardConfig shard_config(const Options& o) {
+    detail::ShardConfig c;
+    c.journal.min_chunk_bytes = o.min_chunk_bytes;
+    c.journal.max_chunk_bytes = o.max_chunk_bytes;
+    c.expected_entries = o.expected_entries;
+    return c;
+  }
+
+  void check_key(std::string_view key) const {
+    if (key.size() > kMaxKeyBytes) {
+      throw Error(Errc::key_too_large, name() + ": a key of " + std::to_string(key.size()) +
+                                           " bytes exceeds the limit of 65535 bytes");
+    }
+  }
+
+  void check(std::string_view key, std::string_view value) const {
+    check_key(key);
+    if (value.size() > kMaxValueBytes) {
+      throw Error(Errc::value_too_large, name() + ": a value of " + std::to_string(value.size()) +
+                                             " bytes exceeds the limit of 4294967295 bytes");
+    }
+    const std::uint64_t bytes =
+        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value.size());
+    if (bytes > options_.max_chunk_bytes) {
+      throw Error(Errc::value_too_large,
+                  name() + ": a value of " + std::to_string(value.size()) +
+                      " bytes with a key of " + std::to_string(key.size()) +
+                      " bytes needs a record of " + std::to_string(bytes) +
+                      " bytes; the largest chunk holds " +
+                      std::to_string(options_.max_chunk_bytes) +
+                      " (Options::max_chunk_bytes)");
+    }
+  }
+
+  bool write(std::string_view key, std::string_view value, std::uint8_t type,
+             typename Shard::Mode mode, std::string_view expected = {}) {
+    return shard_->write(key, hash_(key), value, type, mode, expected);
+  }
+
+  bool counted(bool hit) const noexcept {
+    counters_.count(hit);
+    return hit;
+  }
+
+  bool contains_uncounted(std::string_view key) const {
+    if (key.size() > kMaxKeyBytes) return false;
+    return shard_->lookup(key, hash_(key),
+                          [](detail::Location, const std::byte*, const detail::record::Meta&,
+                             std::uint64_t) { return true; });
+  }
+
+  const std::byte* resolve_for_view(const void* shard, detail::Location loc) const noexcept {
+    std::uint64_t avail = 0;
+    return static_cast<const Shard*>(shard)->journal().resolve(loc, detail::record::kMinRecord,
+                                                               avail);
+  }
+
+  Options options_;
+  typename P::Hash hash_;
+  detail::ReadCounters counters_;
+  std::unique_ptr<Shard> shard_;
+};
+
+/// A database: no eviction; readers lock-free, writers serialized.
+using Store = OffHeapStore<StorePolicy>;
+
+}  // namespace offheap

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: Apache-2.0
+// RecordView: a zero-copy handle on one version of one record.
+//
+// A view remembers where the record was and the stamp it had. read(fn) runs
+// fn on the value's bytes where they lie in the store's memory and checks the
+// stamp before and after: if the record was rewritten, removed or its slot
+// reused, read throws StaleView instead of returning. status() tells an
+// update of the key from its removal; refresh() views the current value.
+//
+// Lifetime: a view refers to its store and must not outlive it. The
+// string_view handed to read()'s callback is valid only during that call;
+// copy what you need to keep. A view itself never goes bad in a way that
+// returns wrong bytes: at worst, read throws StaleView.
+#pragma once
+
+#include <offheap/detail/location.hpp>
+#include <offheap/detail/record.hpp>
+#include <offheap/error.hpp>
+#include <offheap/policy.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace offheap {
+
+template <Policy P>
+class OffHeapStore;
+
+/// What became of the record a view was taken of.
+enum class ViewStatus : std::uint8_t {
+  live,     ///< the record is unchanged
+  updated,  ///< the key now holds another record (a newer value)
+  removed,  ///< the key is gone (or the view is empty)
+};
+
+template <Policy P>
+class RecordView {
+ public:
+  /// An empty view: what view() returns for a missing key.
+  RecordView() noexcept = default;
+
+  RecordView(const RecordView& other) { *this = other; }
+  RecordView& operator=(const RecordView& other) {
+    if (this == &other) return *this;
+    store_ = other.store_;
+    shard_ = other.shard_;
+    loc_ = other.loc_;
+    stamp_ = other.stamp_;
+    value_len_ = other.value_len_;
+    type_ = other.type_;
+    set_key(other.key());
+    return *this;
+  }
+  RecordView(RecordView&& other) noexcept { *this = std::move(other); }
+  RecordView& operator=(RecordView&& other) noexcept {
+    if (this == &other) return *this;
+    store_ = other.store_;
+    shard_ = other.shard_;
+    loc_ = other.loc_;
+    stamp_ = other.stamp_;
+    value_len_ = other.value_len_;
+    type_ = other.type_;
+    key_len_ = other.key_len_;
+    heap_key_ = std::move(other.heap_key_);
+    std::memcpy(inline_key_, other.inline_key_, sizeof inline_key_);
+    return *this;
+  }
+
+  /// True when the view was taken of a record (the key existed).
+  explicit operator bool() const noexcept { return store_ != nullptr; }
+
+  /// The key the view was taken for.
+  std::string_view key() const noexcept {
+    return {heap_key_ ? heap_key_.get() : inline_key_, key_len_};
+  }
+  /// The value's length and type tag, as they were when the view was taken.
+  std::uint32_t size() const noexcept { return value_len_; }
+  std::uint8_t type() const noexcept { return type_; }
+
+  /// Effects: calls fn(std::string_view value) on the record's bytes in place.
+  /// Returns: what fn returns.
+  /// Throws: StaleView if the view is empty, or if the record changed before
+  /// or while fn ran. In the second case fn may have seen bytes of a newer
+  /// write: whatever it produced must be discarded (read rethrows after fn
+  /// returns, so its result never reaches the caller). Exceptions from fn
+  /// propagate.
+  /// Thread safety: any number of threads may read views concurrently with
+  /// each other and with writers.
+  /// The string_view is valid only during the call.
+  template <class F>
+  decltype(auto) read(F&& fn) const {
+    const std::byte* rec = current();
+    if (rec == nullptr) throw_stale();
+    const std::string_view bytes(detail::record::value_bytes(rec, key_len_), value_len_);
+    if constexpr (std::is_void_v<std::invoke_result_t<F, std::string_view>>) {
+      std::forward<F>(fn)(bytes);
+      if (!detail::record::validate(rec, stamp_)) throw_stale();
+    } else {
+      decltype(auto) result = std::forward<F>(fn)(bytes);
+      if (!detail::record::validate(rec, stamp_)) throw_stale();
+      return result;
+    }
+  }
+
+  /// Returns: live if the record is unchanged; updated if the key now holds
+  /// another record; removed if the key is gone or the view is empty.
+  /// Does not count in the store's hit/miss statistics.
+  ViewStatus status() const {
+    if (store_ == nullptr) return ViewStatus::removed;
+    if (current() != nullptr) return ViewStatus::live;
+    return store_->contains_uncounted(key()) ? ViewStatus::updated : ViewStatus::removed;
+  }
+
+  /// Returns: a view of the key's current record (empty if it is gone).
+  RecordView refresh() const {
+    if (store_ == nullptr) return RecordView();
+    return store_->view(key());
+  }
+
+ private:
+  friend class OffHeapStore<P>;
+  static constexpr std::size_t kInlineKey = 64;
+
+  RecordView(const OffHeapStore<P>* store, const void* shard, detail::Location loc,
+             std::uint64_t stamp, std::string_view key, std::uint32_t value_len,
+             std::uint8_t type)
+      : store_(store), shard_(shard), loc_(loc), stamp_(stamp), value_len_(value_len),
+        type_(type) {
+    set_key(key);
+  }
+
+  void set_key(std::string_view key) {
+    key_len_ = static_cast<std::uint16_t>(key.size());
+    if (key.size() <= kInlineKey) {
+      heap_key_.reset();
+      if (!key.empty()) std::memcpy(inline_key_, key.data(), key.size());
+    } else {
+      heap_key_ = std::make_unique<char[]>(key.size());
+      std::memcpy(heap_key_.get(), key.data(), key.size());
+    }
+  }
+
+  /// The record, if it still carries the stamp the view was taken with.
+  const std::byte* current() const noexcept {
+    if (store_ == nullptr) return nullptr;
+    const std::byte* rec = store_->resolve_for_view(shard_, loc_);
+    if (rec == nullptr || detail::record::read_stamp(rec) != stamp_) return nullptr;
+    return rec;
+  }
+
+  [[noreturn]] void throw_stale() const {
+    throw StaleView((store_ ? store_->name() : std::string("store")) + ": a view of a key of " +
+                    std::to_string(key_len_) + " bytes is stale: " +
+                    (store_ == nullptr ? "the key was missing when the view was taken"
+                                       : "its record was rewritten or removed"));
+  }
+
+  const OffHeapStore<P>* store_ = nullptr;
+  const void* shard_ = nullptr;
+  detail::Location loc_;
+  std::uint64_t stamp_ = 0;
+  std::uint32_t value_len_ = 0;
+  std::uint16_t key_len_ = 0;
+  std::uint8_t type_ = 0;
+  char inline_key_[kInlineKey] = {};
+  std::unique_ptr<char[]> heap_key_;
+};
+
+}  // namespace offheap

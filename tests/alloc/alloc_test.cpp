@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+// The heap-free hot path, proven: malloc and operator new are replaced by
+// counting versions for this whole binary, and every API call of the hot
+// path is run after warm-up with the count watched. A second test checks
+// with mallinfo2 that the heap does not grow as records are added.
+#include <offheap/offheap.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <malloc.h>
+#include <new>
+#include <string>
+#include <vector>
+
+extern "C" {
+void* __libc_malloc(std::size_t);
+void* __libc_calloc(std::size_t, std::size_t);
+void* __libc_realloc(void*, std::size_t);
+void* __libc_memalign(std::size_t, std::size_t);
+void __libc_free(void*);
+}
+
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+void counted() noexcept { g_allocations.fetch_add(1, std::memory_order_relaxed); }
+std::uint64_t allocations() noexcept { return g_allocations.load(std::memory_order_relaxed); }
+}  // namespace
+
+extern "C" {
+void* malloc(std::size_t n) {
+  counted();
+  return __libc_malloc(n);
+}
+void* calloc(std::size_t n, std::size_t m) {
+  counted();
+  return __libc_calloc(n, m);
+}
+void* realloc(void* p, std::size_t n) {
+  counted();
+  return __libc_realloc(p, n);
+}
+void* memalign(std::size_t a, std::size_t n) {
+  counted();
+  return __libc_memalign(a, n);
+}
+void* aligned_alloc(std::size_t a, std::size_t n) {
+  counted();
+  return __libc_memalign(a, n);
+}
+int posix_memalign(void** out, std::size_t a, std::size_t n) {
+  counted();
+  void* p = __libc_memalign(a, n);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+void free(void* p) { __libc_free(p); }
+}
+
+void* operator new(std::size_t n) {
+  counted();
+  if (void* p = __libc_malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  counted();
+  if (void* p = __libc_memalign(static_cast<std::size_t>(a), n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
+void operator delete(void* p) noexcept { __libc_free(p); }
+void operator delete[](void* p) noexcept { __libc_free(p); }
+void operator delete(void* p, std::size_t) noexcept { __libc_free(p); }
+void operator delete[](void* p, std::size_t) noexcept { __libc_free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { __libc_free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { __libc_free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { __libc_free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { __libc_free(p); }
+
+namespace {
+
+// Keys and values are built before measuring, in fixed buffers.
+struct Keys {
+  explicit Keys(std::size_t n, const char* prefix) : text(n * kWidth) {
+    for (std::size_t i = 0; i < n; ++i) {
+      std::snprintf(&text[i * kWidth], kWidth + 1 > 0 ? kWidth : 0, "%s%012zu", prefix, i);
+    }
+  }
+  std::string_view operator[](std::size_t i) const { return {&text[i * kWidth], kWidth - 1}; }
+  static constexpr std::size_t kWidth = 17;  // 16 characters and the terminator
+  std::vector<char> text;
+};
+
+template <class F>
+std::uint64_t allocations_of(F&& f) {
+  const std::uint64_t before = allocations();
+  f();
+  return allocations() - before;
+}
+
+}  // namespace
+
+TEST_CASE("the counting allocator sees allocations", "[alloc]") {
+  // The test below would be meaningless if the replacement were not in use.
+  const std::uint64_t n = allocations_of([] {
+    std::string* s = new std::string(100, 'x');
+    void* p = std::malloc(64);
+    std::free(p);
+    delete s;
+  });
+  CHECK(n >= 3);
+}
+
+TEST_CASE("hot-path calls allocate nothing after warm-up", "[alloc]") {
+  constexpr std::size_t kPresent = 20000, kNew = 50000;
+  const Keys present(kPresent, "p:");
+  const Keys fresh(kNew, "n:");
+  const std::string value64(64, 'v'), value200(200, 'w'), value7(7, 's');
+
+  offheap::Options o;
+  o.expected_entries = kPresent + kNew;
+  offheap::Store store(o);
+  for (std::size_t i = 0; i < kPresent; ++i) store.put(present[i], value64);
+  std::string out;
+  out.reserve(4096);
+  // Warm-up: one call of each kind, so that per-thread registration is done.
+  store.get(present[0], out);
+  store.contains(present[0]);
+  store.view(present[0]).read([](std::string_view) {});
+  store.put(present[0], value64);
+  store.remove(present[1]);
+  store.put(present[1], value64);
+  store.put_value("typed", 1.5);
+  (void)store.get_value<double>("typed");
+
+  std::uint64_t hits = 0, sum = 0;
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kPresent; ++i) hits += store.get(present[i], out);
+        }) == 0);
+  CHECK(hits == kPresent);
+  CHECK(out == value64);
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kNew; ++i) hits += store.get(fresh[i], out);
+        }) == 0);  // misses
+  CHECK(hits == kPresent);
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kPresent; ++i) {
+            store.read(present[i], [&](std::string_view v) { sum += v.size(); });
+          }
+        }) == 0);
+  CHECK(sum == kPresent * 64);
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kPresent; ++i) hits += store.contains(present[i]);
+        }) == 0);
+  CHECK(hits == 2 * kPresent);
+  sum = 0;
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kPresent; ++i) {
+            auto v = store.view(present[i]);
+            sum += v.read([](std::string_view b) { return b.size(); });
+          }
+        }) == 0);
+  CHECK(sum == kPresent * 64);
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kPresent; ++i) store.put(present[i], value7);  // in place
+          for (std::size_t i = 0; i < kPresent; ++i) store.put(present[i], value200);  // moves
+          for (std::size_t i = 0; i < kPresent; ++i) store.put(present[i], value64);
+        }) == 0);
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kNew; ++i) store.put(fresh[i], value64);  // pre-sized
+        }) == 0);
+  CHECK(store.size() == kPresent + kNew + 1);
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kNew; i += 2) store.remove(fresh[i]);
+          for (std::size_t i = 1; i < kNew; i += 2) store.remove(fresh[i], value64);
+          for (std::size_t i = 0; i < kNew; ++i) store.put_if_absent(fresh[i], value200);
+          for (std::size_t i = 0; i < kNew; ++i) store.replace(fresh[i], value64);
+          for (std::size_t i = 0; i < kNew; ++i) store.replace(fresh[i], value64, value7);
+        }) == 0);
+  CHECK(store.size() == kPresent + kNew + 1);
+  double d = 0;
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kPresent; ++i) {
+            store.put_value("typed", static_cast<double>(i));
+            d += *store.get_value<double>("typed");
+          }
+        }) == 0);
+  CHECK(d == static_cast<double>(kPresent) * (kPresent - 1) / 2);
+  CHECK(store.get(fresh[5], out));
+  CHECK(out == value7);
+}
+
+TEST_CASE("the heap does not grow with the number of records", "[alloc]") {
+  constexpr std::size_t kRecords = 200000;
+  const Keys keys(kRecords, "h:");
+  const std::string value(48, 'x');
+  offheap::Options o;
+  o.expected_entries = kRecords;
+  offheap::Store store(o);
+  store.put("warm", value);
+  store.contains("warm");
+
+  const std::size_t before = mallinfo2().uordblks;
+  const std::uint64_t n = allocations_of([&] {
+    for (std::size_t i = 0; i < kRecords; ++i) store.put(keys[i], value);
+  });
+  const std::size_t after = mallinfo2().uordblks;
+  CHECK(n == 0);
+  CHECK(after == before);
+  CHECK(store.size() == kRecords + 1);
+  // The records went to mapped memory instead.
+  CHECK(store.stats().live_bytes >= kRecords * (16 + 48));
+}

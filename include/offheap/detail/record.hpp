@@ -228,8 +228,9 @@ inline bool stamp_is_stable(std::uint64_t stamp) noexcept {
   return stamp != 0 && (stamp & 1) == 0;
 }
 
-/// Compares the record's key (at the start of its payload) with `key`,
-/// reading whole words. The caller has bounds-checked the payload.
+/// Compares the first key.size() bytes of the record's payload with `key`,
+/// reading whole words. The caller has compared the key length from the
+/// header and bounds-checked the payload.
 inline bool key_equals(const std::byte* rec, std::string_view key) noexcept {
   const std::uint64_t* w = payload_words(rec);
   const char* k = key.data();

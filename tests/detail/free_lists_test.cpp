@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <offheap/detail/free_lists.hpp>
+#include <offheap/detail/journal.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+
+using offheap::detail::FreeLists;
+using offheap::detail::Journal;
+using offheap::detail::JournalConfig;
+using offheap::detail::Location;
+namespace record = offheap::detail::record;
+
+TEST_CASE("size classes: 8-byte steps to 4 KiB, powers of two above", "[free_lists]") {
+  CHECK(FreeLists::class_of(8) == 0);
+  CHECK(FreeLists::class_of(16) == 1);
+  CHECK(FreeLists::class_of(4088) == 510);
+  CHECK(FreeLists::class_of(4096) == 511);
+  CHECK(FreeLists::class_of(4104) == 512);
+  CHECK(FreeLists::class_of(8184) == 512);
+  CHECK(FreeLists::class_of(8192) == 513);
+  CHECK(FreeLists::class_of(16383 & ~7ull) == 513);
+  CHECK(FreeLists::class_of(std::uint64_t{1} << 47) == 547);
+  CHECK(FreeLists::class_of((std::uint64_t{1} << 48) - 8) == 547);
+  CHECK(FreeLists::kClasses == 548);
+  for (unsigned c = 0; c < FreeLists::kClasses; ++c) {
+    CHECK(FreeLists::class_of(FreeLists::class_min_capacity(c)) == c);
+    if (c > 0) CHECK(FreeLists::class_of(FreeLists::class_min_capacity(c) - 8) == c - 1);
+  }
+}
+
+namespace {
+struct Fixture {
+  std::string name = "free-list test";
+  Journal journal{JournalConfig{}, name};
+  FreeLists lists{name};
+  std::uint64_t stamp = 0;
+
+  // A slot of `capacity` payload bytes at the journal's tail, freed.
+  Location freed(std::uint64_t capacity) {
+    const Location loc = journal.append(record::kHeaderBytes + capacity,
+                                        [](Location, std::byte*, std::uint64_t) {});
+    lists.push(journal.at(loc), loc, capacity, stamp += 2);
+    return loc;
+  }
+};
+}  // namespace
+
+TEST_CASE("an exact class hands back its records last in, first out", "[free_lists]") {
+  Fixture f;
+  const Location a = f.freed(64), b = f.freed(64);
+  CHECK(f.lists.total_records() == 2);
+  CHECK(f.lists.class_records(FreeLists::class_of(64)) == 2);
+  CHECK(f.lists.class_bytes(FreeLists::class_of(64)) == 128);
+  FreeLists::Taken t = f.lists.take(64, f.journal);
+  CHECK(t.loc == b);
+  CHECK(t.capacity == 64);
+  t = f.lists.take(64, f.journal);
+  CHECK(t.loc == a);
+  CHECK(f.lists.take(64, f.journal).loc.is_none());
+  CHECK(f.lists.total_records() == 0);
+  CHECK(f.lists.total_bytes() == 0);
+}
+
+TEST_CASE("a request takes the smallest class that fits", "[free_lists]") {
+  Fixture f;
+  const Location big = f.freed(1024);
+  const Location mid = f.freed(128);
+  f.freed(16);
+  const FreeLists::Taken t = f.lists.take(72, f.journal);
+  CHECK(t.loc == mid);
+  CHECK(t.capacity == 128);
+  CHECK(f.lists.take(200, f.journal).loc == big);
+  CHECK(f.lists.take(24, f.journal).loc.is_none());  // only the 16 is left
+  CHECK(f.lists.total_records() == 1);
+}
+
+TEST_CASE("in a power-of-two class only a head that fits is taken", "[free_lists]") {
+  Fixture f;
+  const Location small = f.freed(5000);  // class [4104, 8192)
+  CHECK(f.lists.take(6000, f.journal).loc.is_none());
+  const Location large = f.freed(20000);  // class [16384, 32768)
+  CHECK(f.lists.take(6000, f.journal).loc == large);
+  CHECK(f.lists.take(4500, f.journal).loc == small);
+}
+
+TEST_CASE("a freed record carries its link in the payload and a new stamp", "[free_lists]") {
+  Fixture f;
+  const Location a = f.freed(32);
+  const Location b = f.freed(32);
+  const std::byte* rb = f.journal.at(b);
+  CHECK(record::read_meta(rb).state() == record::State::free);
+  CHECK(record::free_link(rb) == a);
+  CHECK(record::free_link(f.journal.at(a)).is_none());
+  CHECK(record::read_stamp(rb) > record::read_stamp(f.journal.at(a)));
+}
+
+TEST_CASE("clear forgets every free record", "[free_lists]") {
+  Fixture f;
+  for (int i = 0; i < 100; ++i) f.freed(8 * (1 + i % 20));
+  CHECK(f.lists.total_records() == 100);
+  f.lists.clear();
+  CHECK(f.lists.total_records() == 0);
+  CHECK(f.lists.total_bytes() == 0);
+  CHECK(f.lists.take(8, f.journal).loc.is_none());
+}

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <offheap/detail/index.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+
+using offheap::detail::Index;
+using offheap::detail::IndexTable;
+using offheap::detail::Location;
+namespace ctrl = offheap::detail::ctrl;
+
+TEST_CASE("control-word matching is exact for every byte value", "[index]") {
+  for (unsigned tag = 0x80; tag <= 0xFF; ++tag) {
+    for (unsigned b = 0; b <= 0xFF; ++b) {
+      // The byte under test in each position, other bytes different.
+      for (unsigned pos = 0; pos < 8; ++pos) {
+        std::uint64_t w = 0;
+        for (unsigned i = 0; i < 8; ++i) {
+          const unsigned v = i == pos ? b : (tag ^ 0x01u);
+          w |= std::uint64_t{v & 0xFF} << (8 * i);
+        }
+        const std::uint64_t m = ctrl::match(w, static_cast<std::uint8_t>(tag));
+        CHECK(((m >> (8 * pos + 7)) & 1) == (b == tag ? 1u : 0u));
+        if (b != tag) REQUIRE(m == 0);
+      }
+    }
+  }
+  // Empty and available, over the three kinds of control byte.
+  const std::uint64_t w = 0x80'01'00'FF'01'00'81'00ull;
+  CHECK(ctrl::match_empty(w) == 0x00'00'80'00'00'80'00'80ull);
+  CHECK(ctrl::match_available(w) == 0x00'80'80'00'80'80'00'80ull);
+  CHECK(ctrl::first(ctrl::match_empty(w)) == 0);
+  CHECK(ctrl::first(0x80'00'00'00'00'00'00'00ull) == 7);
+}
+
+TEST_CASE("capacity_for keeps entries under the 7/8 load limit", "[index]") {
+  CHECK(Index::capacity_for(0) == 8);
+  CHECK(Index::capacity_for(7) == 8);
+  CHECK(Index::capacity_for(8) == 16);
+  CHECK(Index::capacity_for(24000) == 32768);
+  CHECK(Index::capacity_for(28672) == 32768);
+  CHECK(Index::capacity_for(28673) == 65536);
+}
+
+namespace {
+// A model of the store's use of the index: fake locations whose "key" is the
+// location itself, hashed by a caller-chosen function.
+struct Harness {
+  std::string name = "index test";
+  Index index;
+  std::map<std::uint64_t, std::uint64_t> hash_of;  // location raw -> hash
+  std::uint64_t next = 0;
+
+  explicit Harness(std::uint64_t expected) : index(expected, name) {}
+
+  Index::Found find(std::uint64_t h, Location key) {
+    return index.find(h, [&](Location l) { return l == key; });
+  }
+  Location add(std::uint64_t h) {
+    const Location loc = Location::make(0, 8 * next++);
+    if (index.needs_room()) {
+      IndexTable::destroy(index.grow([&](Location l) { return hash_of.at(l.raw()); }));
+    }
+    const Index::Found f = find(h, loc);
+    REQUIRE_FALSE(f.found);
+    index.insert(f.insert_slot, h, loc);
+    hash_of[loc.raw()] = h;
+    return loc;
+  }
+  bool erase(std::uint64_t h, Location loc) {
+    const Index::Found f = find(h, loc);
+    if (!f.found) return false;
+    index.erase(f.slot);
+    hash_of.erase(loc.raw());
+    return true;
+  }
+};
+}  // namespace
+
+TEST_CASE("insert, find, update and erase under growth", "[index]") {
+  Harness x(0);
+  std::mt19937_64 rng(1);
+  std::map<std::uint64_t, std::uint64_t> live;  // loc raw -> hash
+  for (int i = 0; i < 20000; ++i) {
+    const std::uint64_t h = rng();
+    live[x.add(h).raw()] = h;
+    if (i % 3 == 0) {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng() % live.size()));
+      CHECK(x.erase(it->second, Location::from_raw(it->first)));
+      live.erase(it);
+    }
+  }
+  CHECK(x.index.size() == live.size());
+  for (const auto& [raw, h] : live) CHECK(x.find(h, Location::from_raw(raw)).found);
+  // Updating a slot changes where it leads.
+  const auto [raw, h] = *live.begin();
+  const Index::Found f = x.find(h, Location::from_raw(raw));
+  x.index.update(f.slot, Location::make(1, 8));
+  CHECK(x.index.location(f.slot) == Location::make(1, 8));
+  CHECK(x.index.size() + x.index.tombstones() <= Index::limit_of(x.index.capacity()));
+}
+
+TEST_CASE("growth doubles at the load limit and drops tombstones", "[index]") {
+  Harness x(0);
+  CHECK(x.index.capacity() == 8);
+  for (int i = 0; i < 7; ++i) x.add(static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ull);
+  CHECK(x.index.capacity() == 8);  // 7 = the limit of 8 slots
+  x.add(12345);
+  CHECK(x.index.capacity() == 16);
+  CHECK(x.index.size() == 8);
+  CHECK(x.index.tombstones() == 0);
+}
+
+TEST_CASE("a table full of tombstones is rebuilt at the same size", "[index]") {
+  // All keys in one group chain: erasures leave tombstones, not empties.
+  Harness x(1000);
+  const std::uint64_t cap = x.index.capacity();
+  std::vector<Location> locs;
+  for (std::uint64_t i = 0; i < 500; ++i) locs.push_back(x.add(i << 57));  // same group 0
+  for (std::uint64_t i = 0; i < 500; ++i) CHECK(x.erase(i << 57, locs[i]));
+  CHECK(x.index.tombstones() > 0);
+  for (std::uint64_t i = 0; i < 2000; ++i) {
+    const Location l = x.add(i << 57);
+    CHECK(x.erase(i << 57, l));
+  }
+  CHECK(x.index.capacity() == cap);  // rebuilt in place, never doubled
+  CHECK(x.index.size() == 0);
+}
+
+TEST_CASE("pre-sizing from expected entries avoids growth", "[index]") {
+  Harness x(100000);
+  const std::uint64_t cap = x.index.capacity();
+  CHECK(cap == Index::capacity_for(100000));
+  std::mt19937_64 rng(2);
+  for (int i = 0; i < 100000; ++i) x.add(rng());
+  CHECK(x.index.capacity() == cap);
+}
+
+TEST_CASE("reset gives an empty table of the initial capacity", "[index]") {
+  Harness x(100);
+  for (int i = 0; i < 1000; ++i) x.add(static_cast<std::uint64_t>(i) * 77777);
+  CHECK(x.index.capacity() > Index::capacity_for(100));
+  IndexTable::destroy(x.index.reset());
+  CHECK(x.index.capacity() == Index::capacity_for(100));
+  CHECK(x.index.size() == 0);
+  CHECK_FALSE(x.find(0, Location::make(0, 0)).found);
+}

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <offheap/detail/record.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace record = offheap::detail::record;
+using offheap::detail::Location;
+
+namespace {
+// An 8-byte aligned scratch area standing in for a chunk.
+struct Area {
+  explicit Area(std::size_t bytes) : words(bytes / 8 + 1, 0) {}
+  std::byte* at(std::size_t off) { return reinterpret_cast<std::byte*>(words.data()) + off; }
+  std::vector<std::uint64_t> words;
+};
+
+std::string pattern(std::size_t n, char seed) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + 7 * i);
+  return s;
+}
+}  // namespace
+
+TEST_CASE("record header fields sit where the layout says", "[record]") {
+  Area a(256);
+  std::byte* rec = a.at(0);
+  record::write_live(rec, 42, "key", "value!", 9, record::payload_for(3, 6));
+  std::uint64_t w[4];
+  std::memcpy(w, rec, sizeof w);
+  CHECK(w[0] == 42);                          // bytes 0-7: stamp
+  CHECK((w[1] & 0xFFFFFFFF) == 6);            // bytes 8-11: value length
+  CHECK(((w[1] >> 32) & 0xFFFF) == 3);        // bytes 12-13: key length
+  CHECK(((w[1] >> 48) & 0x3) == 1);           // byte 14 bits 0-1: live
+  CHECK(((w[1] >> 50) & 0x3) == 0);           // byte 14 bits 2-3: no slack
+  CHECK((w[1] >> 56) == 9);                   // byte 15: type
+  CHECK(w[2] == 0);                           // checksum and expiry
+  CHECK(std::memcmp(rec + 24, "keyvalue!", 9) == 0);  // key, then value
+  CHECK(std::memcmp(rec + 24 + 9, "\0\0\0\0\0\0\0", 7) == 0);  // zero padding to 16
+}
+
+TEST_CASE("payload size rounds key plus value up to 8, at least 8", "[record]") {
+  CHECK(record::payload_for(0, 0) == 8);
+  CHECK(record::payload_for(1, 0) == 8);
+  CHECK(record::payload_for(8, 0) == 8);
+  CHECK(record::payload_for(8, 1) == 16);
+  CHECK(record::payload_for(16, 64) == 80);
+  CHECK(record::payload_for(36, 8) == 48);
+  CHECK(record::kHeaderBytes + record::payload_for(16, 64) - 80 <= 32);
+}
+
+TEST_CASE("meta encodes and decodes every field", "[record]") {
+  record::Meta m{0xDEADBEEF, 0xFFFF, record::Meta::make_flags(record::State::live, 3, 0xA), 0x7F};
+  const record::Meta d = record::Meta::decode(m.encode());
+  CHECK(d.value_len == 0xDEADBEEF);
+  CHECK(d.key_len == 0xFFFF);
+  CHECK(d.state() == record::State::live);
+  CHECK(d.slack_words() == 3);
+  CHECK(d.policy_bits() == 0xA);
+  CHECK(d.type == 0x7F);
+  CHECK(d.capacity() == record::payload_for(0xFFFF, 0xDEADBEEF) + 24);
+  const record::Meta f{4096, 0, record::Meta::make_flags(record::State::free, 0, 0), 0};
+  CHECK(f.capacity() == 4096);
+}
+
+TEST_CASE("every key and value length round-trips at every alignment", "[record]") {
+  Area a(1024);
+  for (std::size_t k = 0; k <= 40; ++k) {
+    for (std::size_t v = 0; v <= 40; ++v) {
+      const std::string key = pattern(k, 'k'), value = pattern(v, 'v');
+      std::byte* rec = a.at(64);
+      std::memset(rec, 0xEE, 512);  // garbage from an earlier life
+      record::write_live(rec, 2 * (k * 64 + v + 1), key, value, 0, record::payload_for(k, v));
+      const record::Meta m = record::read_meta(rec);
+      REQUIRE(m.key_len == k);
+      REQUIRE(m.value_len == v);
+      CHECK(record::key_equals(rec, key));
+      std::string out(v, '\0');
+      record::copy_out(out.data(), rec, k, v);
+      CHECK(out == value);
+      CHECK(record::bytes_equal(rec, k, value));
+      // Nothing written past the padded payload.
+      CHECK(static_cast<unsigned char>(rec[24 + record::payload_for(k, v)]) == 0xEE);
+    }
+  }
+}
+
+TEST_CASE("key comparison catches a difference in any byte, including the last", "[record]") {
+  Area a(512);
+  for (std::size_t n = 1; n <= 33; ++n) {
+    const std::string key = pattern(n, 'a');
+    record::write_live(a.at(0), 2, key, "tail-value", 0, record::payload_for(n, 10));
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string other = key;
+      other[i] = static_cast<char>(other[i] ^ 0x01);
+      CHECK_FALSE(record::key_equals(a.at(0), other));
+    }
+    CHECK(record::key_equals(a.at(0), key));
+  }
+  // key_equals compares bytes only; lengths are compared from the header
+  // first, so a key that spills into the value's bytes never matches.
+  record::write_live(a.at(0), 4, "abc", "def", 0, 8);
+  CHECK(record::key_equals(a.at(0), "abcd"));  // the bytes agree...
+  CHECK(record::read_meta(a.at(0)).key_len == 3);  // ...the length does not
+}
+
+TEST_CASE("copy_out reads any sub-range of a payload", "[record]") {
+  Area a(512);
+  const std::string value = pattern(200, 'x');
+  record::write_live(a.at(0), 2, "", value, 0, record::payload_for(0, 200));
+  for (std::size_t from = 0; from < 200; from += 3) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8},
+                          std::size_t{9}, 200 - from}) {
+      if (from + n > 200) continue;
+      std::string out(n, '\0');
+      record::copy_out(out.data(), a.at(0), from, n);
+      CHECK(out == value.substr(from, n));
+    }
+  }
+}
+
+TEST_CASE("the stamp is odd during a write and changes on every write and free", "[record]") {
+  Area a(256);
+  std::byte* rec = a.at(0);
+  record::write_live(rec, 10, "k", "v1", 0, 8);
+  const std::uint64_t s = record::read_stamp(rec);
+  CHECK(s == 10);
+  CHECK(record::stamp_is_stable(s));
+  CHECK(record::validate(rec, s));
+  record::begin_write(rec, 12);
+  CHECK(record::read_stamp(rec) == 11);
+  CHECK_FALSE(record::stamp_is_stable(record::read_stamp(rec)));
+  CHECK_FALSE(record::validate(rec, s));
+  record::end_write(rec, 12);
+  CHECK(record::read_stamp(rec) == 12);
+  CHECK_FALSE(record::stamp_is_stable(0));  // zeroed memory is never a record
+
+  record::write_free(rec, 14, 8, Location::make(3, 64));
+  CHECK(record::read_stamp(rec) == 14);
+  const record::Meta m = record::read_meta(rec);
+  CHECK(m.state() == record::State::free);
+  CHECK(m.key_len == 0);
+  CHECK(m.capacity() == 8);
+  CHECK(record::free_link(rec) == Location::make(3, 64));
+}
+
+TEST_CASE("a rewrite keeps the policy bits and may keep slack", "[record]") {
+  Area a(256);
+  std::byte* rec = a.at(0);
+  record::write_live(rec, 2, "key", std::string(29, 'a'), 0, 32, 0x5);  // 3 + 29 = 32
+  record::rewrite_value(rec, 4, "key", "b", 7, 32);  // needs 8, keeps 32: slack 3 words
+  const record::Meta m = record::read_meta(rec);
+  CHECK(m.policy_bits() == 0x5);
+  CHECK(m.slack_words() == 3);
+  CHECK(m.capacity() == 32);
+  CHECK(m.type == 7);
+  std::string out(1, '\0');
+  record::copy_out(out.data(), rec, 3, 1);
+  CHECK(out == "b");
+}

@@ -40,6 +40,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -205,7 +206,8 @@ class OffHeapStore {
   template <class T>
   std::optional<T> get_value(std::string_view key) const {
     constexpr std::uint8_t tag = detail::value_type_tag<T>();
-    std::array<char, sizeof(T)> bytes{};
+    // Whole words of room: copy_out stores 8 bytes at a time.
+    std::array<char, (sizeof(T) + 7) / 8 * 8> bytes{};
     std::uint8_t found_tag = 0;
     std::uint32_t found_len = 0;
     const bool hit =
@@ -228,7 +230,9 @@ class OffHeapStore {
                       std::to_string(sizeof(T)) + " bytes; the record holds type tag " +
                       std::to_string(found_tag) + " of " + std::to_string(found_len) + " bytes");
     }
-    return std::bit_cast<T>(bytes);
+    std::array<char, sizeof(T)> exact;
+    std::memcpy(exact.data(), bytes.data(), sizeof(T));
+    return std::bit_cast<T>(exact);
   }
 
   /// Returns: the number of live records. Thread safety: lock-free.

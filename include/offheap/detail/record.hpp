@@ -257,7 +257,7 @@ inline void copy_out(char* dst, const std::byte* rec, std::size_t from, std::siz
   std::size_t first = std::min<std::size_t>(8 - skip, n);
   std::memcpy(dst, reinterpret_cast<const char*>(&x) + skip, first);
   std::size_t done = first;
-  for (; done + 8 <= n; done += 8) {
+  for (std::size_t full = (n - done) / 8; full > 0; --full, done += 8) {
     x = load_relaxed(w++);
     std::memcpy(dst + done, &x, 8);
   }

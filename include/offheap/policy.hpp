@@ -32,50 +32,40 @@ struct NullLock {
   void unlock() noexcept {}
 };
 
-/// The default writer lock: one compare-and-swap to take it uncontended, a
-/// short spin, then a futex wait (std::atomic::wait), so a preempted holder
-/// does not burn its waiters' time slices.
+/// The default writer lock: one atomic exchange to take it, a plain release
+/// store to give it back. A waiter spins briefly on a local read of the word,
+/// then yields its time slice between tries, so a preempted holder does not
+/// burn its waiters' slices. Writer critical sections are short (a record
+/// copy and a few index words), which is what makes spinning the right call.
 class WriterLock {
  public:
   void lock() noexcept {
-    std::uint32_t expected = 0;
-    // Acquire pairs with the release in unlock(): the previous holder's
+    // Acquire pairs with the release store in unlock(): the previous holder's
     // writes are visible to the next.
-    if (state_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
-                                       std::memory_order_relaxed)) {
-      return;
-    }
+    if (!locked_.exchange(true, std::memory_order_acquire)) return;
     lock_slow();
   }
-  bool try_lock() noexcept {
-    std::uint32_t expected = 0;
-    return state_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
-                                          std::memory_order_relaxed);
-  }
-  void unlock() noexcept {
-    // Release pairs with the acquire in lock()/lock_slow().
-    if (state_.exchange(0, std::memory_order_release) == 2) state_.notify_one();
-  }
+  bool try_lock() noexcept { return !locked_.exchange(true, std::memory_order_acquire); }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
  private:
   void lock_slow() noexcept {
-    for (int i = 0; i < 100; ++i) {
-      std::uint32_t expected = 0;
-      if (state_.load(std::memory_order_relaxed) == 0 &&
-          state_.compare_exchange_weak(expected, 1, std::memory_order_acquire,
-                                       std::memory_order_relaxed)) {
+    for (unsigned spins = 0;; ++spins) {
+      if (!locked_.load(std::memory_order_relaxed) &&
+          !locked_.exchange(true, std::memory_order_acquire)) {
         return;
       }
+      if (spins < 128) {
 #if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
+        __builtin_ia32_pause();
 #endif
+      } else {
+        std::this_thread::yield();
+      }
     }
-    // 2: locked with waiters. Whoever unlocks a 2 wakes one waiter, which
-    // takes the lock as 2 again (there may be more waiters).
-    while (state_.exchange(2, std::memory_order_acquire) != 0) state_.wait(2, std::memory_order_relaxed);
   }
 
-  std::atomic<std::uint32_t> state_{0};  // 0 free, 1 locked, 2 locked with waiters
+  std::atomic<bool> locked_{false};
 };
 
 /// What a Policy must provide.

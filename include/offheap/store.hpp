@@ -195,7 +195,7 @@ class OffHeapStore {
     counted(shard_->lookup(key, hash_(key), [&](detail::Location loc, const std::byte*,
                                                 const detail::record::Meta& m,
                                                 std::uint64_t stamp) {
-      v = View(this, shard_.get(), loc, stamp, key, m.value_len, m.type);
+      v = View(this, loc, stamp, key, m.value_len, m.type);
       return true;
     }));
     return v;
@@ -299,29 +299,35 @@ class OffHeapStore {
   }
 
   void check_key(std::string_view key) const {
+    if (key.size() > kMaxKeyBytes) [[unlikely]] throw_too_large(key, {});
+  }
+
+  void check(std::string_view key, std::string_view value) const {
+    const std::uint64_t record =
+        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value.size());
+    if (key.size() > kMaxKeyBytes || value.size() > kMaxValueBytes ||
+        record > options_.max_chunk_bytes) [[unlikely]] {
+      throw_too_large(key, value);
+    }
+  }
+
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_too_large(std::string_view key,
+                                                               std::string_view value) const {
     if (key.size() > kMaxKeyBytes) {
       throw Error(Errc::key_too_large, name() + ": a key of " + std::to_string(key.size()) +
                                            " bytes exceeds the limit of 65535 bytes");
     }
-  }
-
-  void check(std::string_view key, std::string_view value) const {
-    check_key(key);
     if (value.size() > kMaxValueBytes) {
       throw Error(Errc::value_too_large, name() + ": a value of " + std::to_string(value.size()) +
                                              " bytes exceeds the limit of 4294967295 bytes");
     }
     const std::uint64_t bytes =
         detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value.size());
-    if (bytes > options_.max_chunk_bytes) {
-      throw Error(Errc::value_too_large,
-                  name() + ": a value of " + std::to_string(value.size()) +
-                      " bytes with a key of " + std::to_string(key.size()) +
-                      " bytes needs a record of " + std::to_string(bytes) +
-                      " bytes; the largest chunk holds " +
-                      std::to_string(options_.max_chunk_bytes) +
-                      " (Options::max_chunk_bytes)");
-    }
+    throw Error(Errc::value_too_large,
+                name() + ": a value of " + std::to_string(value.size()) + " bytes with a key of " +
+                    std::to_string(key.size()) + " bytes needs a record of " +
+                    std::to_string(bytes) + " bytes; the largest chunk holds " +
+                    std::to_string(options_.max_chunk_bytes) + " (Options::max_chunk_bytes)");
   }
 
   bool write(std::string_view key, std::string_view value, std::uint8_t type,
@@ -341,10 +347,23 @@ class OffHeapStore {
                              std::uint64_t) { return true; });
   }
 
-  const std::byte* resolve_for_view(const void* shard, detail::Location loc) const noexcept {
-    std::uint64_t avail = 0;
-    return static_cast<const Shard*>(shard)->journal().resolve(loc, detail::record::kMinRecord,
-                                                               avail);
+  /// For RecordView: runs fn on key's value if key's current record is the
+  /// one at `loc` stamped `stamp`; says what became of that record.
+  template <class F>
+  ViewStatus visit_version(std::string_view key, detail::Location loc, std::uint64_t stamp,
+                           F&& fn) const {
+    ViewStatus status = ViewStatus::removed;
+    shard_->lookup(key, hash_(key), [&](detail::Location l, const std::byte* rec,
+                                        const detail::record::Meta& m, std::uint64_t s) {
+      if (l != loc || s != stamp) {
+        status = ViewStatus::updated;
+        return true;
+      }
+      status = ViewStatus::live;
+      fn(std::string_view(detail::record::value_bytes(rec, m.key_len), m.value_len));
+      return detail::record::validate(rec, s);
+    });
+    return status;
   }
 
   Options options_;

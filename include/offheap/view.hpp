@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // RecordView: a zero-copy handle on one version of one record.
 //
-// A view remembers where the record was and the stamp it had. read(fn) runs
-// fn on the value's bytes where they lie in the store's memory and checks the
-// stamp before and after: if the record was rewritten, removed or its slot
-// reused, read throws StaleView instead of returning. status() tells an
-// update of the key from its removal; refresh() views the current value.
+// A view remembers the key, where its record was and the stamp it had. read(fn)
+// looks the key up, and runs fn on the value's bytes where they lie in the
+// store's memory only if the key still leads to that record with that stamp,
+// checking the stamp again afterwards: if the record was rewritten, removed
+// or its slot reused, read throws StaleView instead of returning. (Checking
+// through the index, not the remembered location alone, is what makes a view
+// safe after its slot was merged into a neighbour or the store cleared: the
+// bytes at an old location may then be any newer record's.) status() tells
+// an update of the key from its removal; refresh() views the current value.
 //
 // Lifetime: a view refers to its store and must not outlive it. The
 // string_view handed to read()'s callback is valid only during that call;
@@ -21,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -48,7 +53,6 @@ class RecordView {
   RecordView& operator=(const RecordView& other) {
     if (this == &other) return *this;
     store_ = other.store_;
-    shard_ = other.shard_;
     loc_ = other.loc_;
     stamp_ = other.stamp_;
     value_len_ = other.value_len_;
@@ -60,7 +64,6 @@ class RecordView {
   RecordView& operator=(RecordView&& other) noexcept {
     if (this == &other) return *this;
     store_ = other.store_;
-    shard_ = other.shard_;
     loc_ = other.loc_;
     stamp_ = other.stamp_;
     value_len_ = other.value_len_;
@@ -86,24 +89,23 @@ class RecordView {
   /// Returns: what fn returns.
   /// Throws: StaleView if the view is empty, or if the record changed before
   /// or while fn ran. In the second case fn may have seen bytes of a newer
-  /// write: whatever it produced must be discarded (read rethrows after fn
+  /// write: whatever it produced must be discarded (read throws after fn
   /// returns, so its result never reaches the caller). Exceptions from fn
   /// propagate.
   /// Thread safety: any number of threads may read views concurrently with
   /// each other and with writers.
   /// The string_view is valid only during the call.
   template <class F>
-  decltype(auto) read(F&& fn) const {
-    const std::byte* rec = current();
-    if (rec == nullptr) throw_stale();
-    const std::string_view bytes(detail::record::value_bytes(rec, key_len_), value_len_);
-    if constexpr (std::is_void_v<std::invoke_result_t<F, std::string_view>>) {
-      std::forward<F>(fn)(bytes);
-      if (!detail::record::validate(rec, stamp_)) throw_stale();
+  std::invoke_result_t<F, std::string_view> read(F&& fn) const {
+    using R = std::invoke_result_t<F, std::string_view>;
+    if (store_ == nullptr) throw_stale();
+    if constexpr (std::is_void_v<R>) {
+      if (store_->visit_version(key(), loc_, stamp_, fn) != ViewStatus::live) throw_stale();
     } else {
-      decltype(auto) result = std::forward<F>(fn)(bytes);
-      if (!detail::record::validate(rec, stamp_)) throw_stale();
-      return result;
+      std::optional<R> result;
+      const auto keep = [&](std::string_view bytes) { result.emplace(fn(bytes)); };
+      if (store_->visit_version(key(), loc_, stamp_, keep) != ViewStatus::live) throw_stale();
+      return std::move(*result);
     }
   }
 
@@ -112,8 +114,7 @@ class RecordView {
   /// Does not count in the store's hit/miss statistics.
   ViewStatus status() const {
     if (store_ == nullptr) return ViewStatus::removed;
-    if (current() != nullptr) return ViewStatus::live;
-    return store_->contains_uncounted(key()) ? ViewStatus::updated : ViewStatus::removed;
+    return store_->visit_version(key(), loc_, stamp_, [](std::string_view) {});
   }
 
   /// Returns: a view of the key's current record (empty if it is gone).
@@ -126,11 +127,9 @@ class RecordView {
   friend class OffHeapStore<P>;
   static constexpr std::size_t kInlineKey = 64;
 
-  RecordView(const OffHeapStore<P>* store, const void* shard, detail::Location loc,
-             std::uint64_t stamp, std::string_view key, std::uint32_t value_len,
-             std::uint8_t type)
-      : store_(store), shard_(shard), loc_(loc), stamp_(stamp), value_len_(value_len),
-        type_(type) {
+  RecordView(const OffHeapStore<P>* store, detail::Location loc, std::uint64_t stamp,
+             std::string_view key, std::uint32_t value_len, std::uint8_t type)
+      : store_(store), loc_(loc), stamp_(stamp), value_len_(value_len), type_(type) {
     set_key(key);
   }
 
@@ -145,14 +144,6 @@ class RecordView {
     }
   }
 
-  /// The record, if it still carries the stamp the view was taken with.
-  const std::byte* current() const noexcept {
-    if (store_ == nullptr) return nullptr;
-    const std::byte* rec = store_->resolve_for_view(shard_, loc_);
-    if (rec == nullptr || detail::record::read_stamp(rec) != stamp_) return nullptr;
-    return rec;
-  }
-
   [[noreturn]] void throw_stale() const {
     throw StaleView((store_ ? store_->name() : std::string("store")) + ": a view of a key of " +
                     std::to_string(key_len_) + " bytes is stale: " +
@@ -161,7 +152,6 @@ class RecordView {
   }
 
   const OffHeapStore<P>* store_ = nullptr;
-  const void* shard_ = nullptr;
   detail::Location loc_;
   std::uint64_t stamp_ = 0;
   std::uint32_t value_len_ = 0;

@@ -35,7 +35,7 @@ namespace {
 struct Fixture {
   std::string name = "free-list test";
   Journal journal{JournalConfig{}, name};
-  FreeLists lists{name};
+  FreeLists lists{journal, name};
   std::uint64_t stamp = 0;
 
   // A slot of `capacity` payload bytes at the journal's tail, freed.
@@ -54,12 +54,12 @@ TEST_CASE("an exact class hands back its records last in, first out", "[free_lis
   CHECK(f.lists.total_records() == 2);
   CHECK(f.lists.class_records(FreeLists::class_of(64)) == 2);
   CHECK(f.lists.class_bytes(FreeLists::class_of(64)) == 128);
-  FreeLists::Taken t = f.lists.take(64, f.journal);
+  FreeLists::Taken t = f.lists.take(64);
   CHECK(t.loc == b);
   CHECK(t.capacity == 64);
-  t = f.lists.take(64, f.journal);
+  t = f.lists.take(64);
   CHECK(t.loc == a);
-  CHECK(f.lists.take(64, f.journal).loc.is_none());
+  CHECK(f.lists.take(64).loc.is_none());
   CHECK(f.lists.total_records() == 0);
   CHECK(f.lists.total_bytes() == 0);
 }
@@ -69,40 +69,59 @@ TEST_CASE("a request takes the smallest class that fits", "[free_lists]") {
   const Location big = f.freed(1024);
   const Location mid = f.freed(128);
   f.freed(16);
-  const FreeLists::Taken t = f.lists.take(72, f.journal);
+  const FreeLists::Taken t = f.lists.take(72);
   CHECK(t.loc == mid);
   CHECK(t.capacity == 128);
-  CHECK(f.lists.take(200, f.journal).loc == big);
-  CHECK(f.lists.take(24, f.journal).loc.is_none());  // only the 16 is left
+  CHECK(f.lists.take(200).loc == big);
+  CHECK(f.lists.take(24).loc.is_none());  // only the 16 is left
   CHECK(f.lists.total_records() == 1);
 }
 
 TEST_CASE("in a power-of-two class only a head that fits is taken", "[free_lists]") {
   Fixture f;
   const Location small = f.freed(5000);  // class [4104, 8192)
-  CHECK(f.lists.take(6000, f.journal).loc.is_none());
+  CHECK(f.lists.take(6000).loc.is_none());
   const Location large = f.freed(20000);  // class [16384, 32768)
-  CHECK(f.lists.take(6000, f.journal).loc == large);
-  CHECK(f.lists.take(4500, f.journal).loc == small);
+  CHECK(f.lists.take(6000).loc == large);
+  CHECK(f.lists.take(4500).loc == small);
 }
 
-TEST_CASE("a freed record carries its link in the payload and a new stamp", "[free_lists]") {
+TEST_CASE("a freed record carries its links in the payload and a new stamp", "[free_lists]") {
   Fixture f;
   const Location a = f.freed(32);
   const Location b = f.freed(32);
   const std::byte* rb = f.journal.at(b);
   CHECK(record::read_meta(rb).state() == record::State::free);
-  CHECK(record::free_link(rb) == a);
-  CHECK(record::free_link(f.journal.at(a)).is_none());
+  CHECK(record::free_next(rb) == a);
+  CHECK(record::free_prev(rb).is_none());
+  CHECK(record::free_prev(f.journal.at(a)) == b);
+  CHECK(record::free_next(f.journal.at(a)).is_none());
   CHECK(record::read_stamp(rb) > record::read_stamp(f.journal.at(a)));
+}
+
+TEST_CASE("a record leaves its list from the middle, head or end", "[free_lists]") {
+  Fixture f;
+  const Location a = f.freed(48), b = f.freed(48), c = f.freed(48), d = f.freed(48);
+  // The list is d, c, b, a.
+  f.lists.unlink(f.journal.at(b), 48);  // middle
+  CHECK(record::free_next(f.journal.at(c)) == a);
+  CHECK(record::free_prev(f.journal.at(a)) == c);
+  f.lists.unlink(f.journal.at(d), 48);  // head
+  CHECK(record::free_prev(f.journal.at(c)).is_none());
+  f.lists.unlink(f.journal.at(a), 48);  // end
+  CHECK(record::free_next(f.journal.at(c)).is_none());
+  CHECK(f.lists.total_records() == 1);
+  CHECK(f.lists.take(48).loc == c);
+  CHECK(f.lists.take(48).loc.is_none());
+  CHECK(f.lists.total_bytes() == 0);
 }
 
 TEST_CASE("clear forgets every free record", "[free_lists]") {
   Fixture f;
-  for (int i = 0; i < 100; ++i) f.freed(8 * (1 + i % 20));
+  for (int i = 0; i < 100; ++i) f.freed(8 * (2 + i % 20));
   CHECK(f.lists.total_records() == 100);
   f.lists.clear();
   CHECK(f.lists.total_records() == 0);
   CHECK(f.lists.total_bytes() == 0);
-  CHECK(f.lists.take(8, f.journal).loc.is_none());
+  CHECK(f.lists.take(16).loc.is_none());
 }

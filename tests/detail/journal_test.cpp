@@ -28,7 +28,7 @@ const std::string kName = "journal test";
 TEST_CASE("a small journal maps one small chunk", "[journal]") {
   Journal j(JournalConfig{}, kName);
   CHECK(j.chunks() == 0);
-  CHECK(j.mapped_bytes() == 0);
+  CHECK(j.mapped_bytes() == 65536 * 16);  // the chunk table alone
   Leftovers left;
   const Location l = j.append(64, left.fn());
   CHECK(l == Location::make(0, 0));

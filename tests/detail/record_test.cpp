@@ -44,25 +44,25 @@ TEST_CASE("record header fields sit where the layout says", "[record]") {
 }
 
 TEST_CASE("payload size rounds key plus value up to 8, at least 8", "[record]") {
-  CHECK(record::payload_for(0, 0) == 8);
-  CHECK(record::payload_for(1, 0) == 8);
-  CHECK(record::payload_for(8, 0) == 8);
-  CHECK(record::payload_for(8, 1) == 16);
+  CHECK(record::payload_for(0, 0) == 16);
+  CHECK(record::payload_for(1, 0) == 16);
+  CHECK(record::payload_for(8, 8) == 16);
+  CHECK(record::payload_for(8, 9) == 24);
   CHECK(record::payload_for(16, 64) == 80);
   CHECK(record::payload_for(36, 8) == 48);
   CHECK(record::kHeaderBytes + record::payload_for(16, 64) - 80 <= 32);
 }
 
 TEST_CASE("meta encodes and decodes every field", "[record]") {
-  record::Meta m{0xDEADBEEF, 0xFFFF, record::Meta::make_flags(record::State::live, 3, 0xA), 0x7F};
+  record::Meta m{0xDEADBEEF, 0xFFFF, record::Meta::make_flags(record::State::live, 4, 0x5), 0x7F};
   const record::Meta d = record::Meta::decode(m.encode());
   CHECK(d.value_len == 0xDEADBEEF);
   CHECK(d.key_len == 0xFFFF);
   CHECK(d.state() == record::State::live);
-  CHECK(d.slack_words() == 3);
-  CHECK(d.policy_bits() == 0xA);
+  CHECK(d.slack_words() == 4);
+  CHECK(d.policy_bits() == 0x5);
   CHECK(d.type == 0x7F);
-  CHECK(d.capacity() == record::payload_for(0xFFFF, 0xDEADBEEF) + 24);
+  CHECK(d.capacity() == record::payload_for(0xFFFF, 0xDEADBEEF) + 32);
   const record::Meta f{4096, 0, record::Meta::make_flags(record::State::free, 0, 0), 0};
   CHECK(f.capacity() == 4096);
 }
@@ -103,7 +103,7 @@ TEST_CASE("key comparison catches a difference in any byte, including the last",
   }
   // key_equals compares bytes only; lengths are compared from the header
   // first, so a key that spills into the value's bytes never matches.
-  record::write_live(a.at(0), 4, "abc", "def", 0, 8);
+  record::write_live(a.at(0), 4, "abc", "def", 0, 16);
   CHECK(record::key_equals(a.at(0), "abcd"));  // the bytes agree...
   CHECK(record::read_meta(a.at(0)).key_len == 3);  // ...the length does not
 }
@@ -126,7 +126,7 @@ TEST_CASE("copy_out reads any sub-range of a payload", "[record]") {
 TEST_CASE("the stamp is odd during a write and changes on every write and free", "[record]") {
   Area a(256);
   std::byte* rec = a.at(0);
-  record::write_live(rec, 10, "k", "v1", 0, 8);
+  record::write_live(rec, 10, "k", "v1", 0, 16);
   const std::uint64_t s = record::read_stamp(rec);
   CHECK(s == 10);
   CHECK(record::stamp_is_stable(s));
@@ -139,24 +139,25 @@ TEST_CASE("the stamp is odd during a write and changes on every write and free",
   CHECK(record::read_stamp(rec) == 12);
   CHECK_FALSE(record::stamp_is_stable(0));  // zeroed memory is never a record
 
-  record::write_free(rec, 14, 8, Location::make(3, 64));
+  record::write_free(rec, 14, 16, Location::make(3, 64), Location::make(2, 8));
   CHECK(record::read_stamp(rec) == 14);
   const record::Meta m = record::read_meta(rec);
   CHECK(m.state() == record::State::free);
   CHECK(m.key_len == 0);
-  CHECK(m.capacity() == 8);
-  CHECK(record::free_link(rec) == Location::make(3, 64));
+  CHECK(m.capacity() == 16);
+  CHECK(record::free_next(rec) == Location::make(3, 64));
+  CHECK(record::free_prev(rec) == Location::make(2, 8));
 }
 
 TEST_CASE("a rewrite keeps the policy bits and may keep slack", "[record]") {
   Area a(256);
   std::byte* rec = a.at(0);
-  record::write_live(rec, 2, "key", std::string(29, 'a'), 0, 32, 0x5);  // 3 + 29 = 32
-  record::rewrite_value(rec, 4, "key", "b", 7, 32);  // needs 8, keeps 32: slack 3 words
+  record::write_live(rec, 2, "key", std::string(45, 'a'), 0, 48, 0x5);  // 3 + 45 = 48
+  record::rewrite_value(rec, 4, "key", "b", 7, 48);  // needs 16, keeps 48: slack 4 words
   const record::Meta m = record::read_meta(rec);
   CHECK(m.policy_bits() == 0x5);
-  CHECK(m.slack_words() == 3);
-  CHECK(m.capacity() == 32);
+  CHECK(m.slack_words() == 4);
+  CHECK(m.capacity() == 48);
   CHECK(m.type == 7);
   std::string out(1, '\0');
   record::copy_out(out.data(), rec, 3, 1);

@@ -56,4 +56,39 @@ inline std::uint32_t load_u32(const char* p) noexcept {
   return v;
 }
 
+/// The n bytes at p (0 <= n <= 8) as the low bytes of a word, the rest zero,
+/// without reading outside [p, p + n) and without a call to memcpy.
+inline std::uint64_t load_partial(const char* p, std::size_t n) noexcept {
+  if (n >= 4) {
+    // Two overlapping 4-byte loads; overlapping bytes are equal, so OR is exact.
+    return std::uint64_t{load_u32(p)} | std::uint64_t{load_u32(p + n - 4)} << (8 * (n - 4));
+  }
+  if (n == 0) return 0;
+  const auto byte = [p](std::size_t i) {
+    return std::uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  };
+  return byte(0) | byte(n / 2) | byte(n - 1);
+}
+
+/// Stores the low n bytes of w (0 <= n <= 8) at p.
+inline void store_partial(char* p, std::uint64_t w, std::size_t n) noexcept {
+  if (n >= 4) {
+    const auto lo = static_cast<std::uint32_t>(w);
+    const auto hi = static_cast<std::uint32_t>(w >> (8 * (n - 4)));
+    std::memcpy(p, &lo, 4);
+    std::memcpy(p + n - 4, &hi, 4);
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<char>(w >> (8 * i));
+}
+
+/// Byte equality of caller-owned or writer-owned memory, inline for short runs.
+inline bool equal_bytes(const char* a, const char* b, std::size_t n) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    if (load_u64(a + i) != load_u64(b + i)) return false;
+  }
+  return load_partial(a + i, n - i) == load_partial(b + i, n - i);
+}
+
 }  // namespace offheap::detail

@@ -9,16 +9,19 @@
 // fitting record further down would mean following links through dead
 // records scattered across the journal.
 //
-// The only state outside the journal is one mapped table, the same size for
-// a store of any size:
+// Lists are doubly linked, so that a free record can leave its list from the
+// middle when a neighbour being freed absorbs it (Shard::release). The only
+// state outside the journal is one mapped table, the same size for a store
+// of any size:
 //
 //   heads[548]    u64  Location of the first free record of each class
 //   records[548]  u64  free records per class
 //   bytes[548]    u64  payload bytes per class
 //   nonempty[9]   u64  bit c set <=> class c has a free record
 //
-// Each free record's first payload word links to the next of its class
-// (record::write_free). Only writers touch free lists; readers never do.
+// Each free record's first two payload words link to the next and previous
+// records of its class (record::write_free). Only writers touch free lists;
+// readers never do.
 #pragma once
 
 #include <offheap/detail/journal.hpp>
@@ -51,7 +54,7 @@ class FreeLists {
     return c == kExactClasses ? kExactLimit + 8 : p;
   }
 
-  explicit FreeLists(const std::string& name) {
+  FreeLists(const Journal& journal, const std::string& name) : journal_(journal) {
     table_ = reinterpret_cast<std::uint64_t*>(
         map_anonymous(round_up(kTableBytes, page_size()), name, "the free-list table"));
     clear();
@@ -64,13 +67,33 @@ class FreeLists {
   /// stamped `stamp`, and pushes it on its class.
   void push(std::byte* rec, Location loc, std::uint64_t capacity, std::uint64_t stamp) noexcept {
     const unsigned c = class_of(capacity);
-    record::write_free(rec, stamp, capacity, Location::from_raw(heads()[c]));
+    const Location head = Location::from_raw(heads()[c]);
+    record::write_free(rec, stamp, capacity, head, Location::none());
+    if (!head.is_none()) record::set_free_prev(journal_.at(head), loc);
     heads()[c] = loc.raw();
     records()[c] += 1;
     bytes()[c] += capacity;
     nonempty()[c / 64] |= std::uint64_t{1} << (c % 64);
     ++total_records_;
     total_bytes_ += capacity;
+  }
+
+  /// Takes the free record `rec` (of `capacity`) off its list.
+  void unlink(const std::byte* rec, std::uint64_t capacity) noexcept {
+    const unsigned c = class_of(capacity);
+    const Location next = record::free_next(rec);
+    const Location prev = record::free_prev(rec);
+    if (prev.is_none()) {
+      heads()[c] = next.raw();
+    } else {
+      record::set_free_next(journal_.at(prev), next);
+    }
+    if (!next.is_none()) record::set_free_prev(journal_.at(next), prev);
+    records()[c] -= 1;
+    bytes()[c] -= capacity;
+    if (records()[c] == 0) nonempty()[c / 64] &= ~(std::uint64_t{1} << (c % 64));
+    --total_records_;
+    total_bytes_ -= capacity;
   }
 
   struct Taken {
@@ -82,20 +105,14 @@ class FreeLists {
   /// Pops a free record whose capacity is at least `need` (a multiple of 8),
   /// from the smallest class that has one. Returns a none location if there
   /// is none.
-  Taken take(std::uint64_t need, const Journal& journal) noexcept {
+  Taken take(std::uint64_t need) noexcept {
     Taken t;
-    unsigned c = class_of(need);
-    for (c = next_nonempty(c); c < kClasses; c = next_nonempty(c + 1)) {
+    for (unsigned c = next_nonempty(class_of(need)); c < kClasses; c = next_nonempty(c + 1)) {
       const Location head = Location::from_raw(heads()[c]);
-      std::byte* rec = journal.at(head);
+      std::byte* rec = journal_.at(head);
       const std::uint64_t cap = record::read_meta(rec).capacity();
       if (cap < need) continue;  // only in a power-of-two class
-      heads()[c] = record::free_link(rec).raw();
-      records()[c] -= 1;
-      bytes()[c] -= cap;
-      if (records()[c] == 0) nonempty()[c / 64] &= ~(std::uint64_t{1} << (c % 64));
-      --total_records_;
-      total_bytes_ -= cap;
+      unlink(rec, cap);
       t.loc = head;
       t.rec = rec;
       t.capacity = cap;
@@ -140,6 +157,7 @@ class FreeLists {
     return kClasses;
   }
 
+  const Journal& journal_;
   std::uint64_t* table_ = nullptr;
   std::uint64_t total_records_ = 0;
   std::uint64_t total_bytes_ = 0;

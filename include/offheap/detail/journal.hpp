@@ -101,6 +101,25 @@ class Journal {
     return Location::make(target, 0);
   }
 
+  /// The record that follows the `bytes` starting at `loc` in the same chunk,
+  /// or nullptr at the end of the chunk's records.
+  std::byte* record_after(Location loc, std::uint64_t bytes) const noexcept {
+    const std::uint32_t c = loc.chunk();
+    const std::uint64_t off = loc.offset() + bytes;
+    const std::uint64_t end = c == tail_chunk_ ? tail_offset_ : chunk_size(c);
+    if (off + record::kMinRecord > end) return nullptr;
+    return chunk_base(c) + off;
+  }
+
+  /// If the `bytes` at `loc` end at the tail, moves the tail back to `loc`
+  /// and returns true.
+  bool retract_tail(Location loc, std::uint64_t bytes) noexcept {
+    if (loc.chunk() != tail_chunk_ || loc.offset() + bytes != tail_offset_) return false;
+    tail_offset_ = loc.offset();
+    used_bytes_ -= bytes;
+    return true;
+  }
+
   /// Throws unless a record of `bytes` fits the largest chunk.
   void check_fits(std::uint64_t bytes) const {
     if (bytes > config_.max_chunk_bytes) {
@@ -123,7 +142,9 @@ class Journal {
 
   std::uint32_t chunks() const noexcept { return chunks_; }
   std::uint64_t chunk_size(std::uint32_t c) const noexcept { return table_[2 * c + 1]; }
-  std::uint64_t mapped_bytes() const noexcept { return mapped_bytes_; }
+  /// Chunks plus the chunk table (1 MiB of address space, of which only the
+  /// pages of entries in use are ever touched).
+  std::uint64_t mapped_bytes() const noexcept { return mapped_bytes_ + kTableBytes; }
   /// Bytes from the start of every chunk up to its end or the tail: records
   /// and free records, live or not.
   std::uint64_t used_bytes() const noexcept { return used_bytes_; }

@@ -17,19 +17,21 @@
 //            same stamp twice, and a newer write of a key has a higher stamp.
 //  value len live: the value's length in bytes; free: the payload capacity.
 //  key len   live: the key's length (0-65,535); free: 0.
-//  flags     bits 0-1 state (0 none, 1 live, 2 free); bits 2-3 slack: how many
-//            spare 8-byte words the payload has beyond round8(key + value),
-//            0-3 (a larger spare is split off as a free record); bits 4-7 are
+//  flags     bits 0-1 state (0 none, 1 live, 2 free); bits 2-4 slack: how many
+//            spare 8-byte words the payload has beyond payload_for(key, value),
+//            0-4 (a larger spare is split off as a free record); bits 5-7 are
 //            the eviction policy's per-record state (0 for StorePolicy).
 //  type      0 for bytes written by put(); a value type tag for put_value<T>.
 //  checksum  CRC32C of the record for file-backed stores; 0 in memory.
 //  expiry    0: never expires.
 //
-// Header 24 bytes plus up to 7 of padding (and at most 24 of slack after an
-// in-place shrink): per-record overhead stays at or under 32 bytes for a
-// freshly written record. A free record keeps the location of the next free
-// record of its size class in its first payload word, never in the header, so
-// that a reader holding a stale location sees the stamp change first.
+// Header 24 bytes plus up to 7 of padding (payloads are at least 16 bytes,
+// and an in-place shrink may leave up to 32 bytes of slack): per-record
+// overhead stays at or under 32 bytes for a freshly written record of 9
+// bytes or more. A free record keeps the locations of the next and previous
+// free records of its size class in its first two payload words, never in
+// the header, so that a reader holding a stale location sees the stamp
+// change first.
 //
 // Seqlock protocol. Writer (under the shard's lock): store the stamp odd,
 // release fence, store every other word, store the new even stamp with
@@ -58,9 +60,10 @@ static_assert(std::endian::native == std::endian::little,
 namespace record {
 
 inline constexpr std::uint64_t kHeaderBytes = 24;
-inline constexpr std::uint64_t kMinPayload = 8;  ///< room for a free-list link
+inline constexpr std::uint64_t kMinPayload = 16;  ///< room for two free-list links
 inline constexpr std::uint64_t kMinRecord = kHeaderBytes + kMinPayload;
-inline constexpr std::uint64_t kMaxSlackWords = 3;
+/// Spare payload smaller than a whole record stays with its record as slack.
+inline constexpr std::uint64_t kMaxSlackWords = (kMinRecord - 8) / 8;
 inline constexpr std::uint32_t kMaxKeyBytes = 0xFFFF;
 inline constexpr std::uint64_t kMaxValueBytes = 0xFFFFFFFFu;
 
@@ -89,8 +92,8 @@ struct Meta {
            std::uint64_t{flags} << 48 | std::uint64_t{type} << 56;
   }
   constexpr State state() const noexcept { return static_cast<State>(flags & 3u); }
-  constexpr std::uint64_t slack_words() const noexcept { return (flags >> 2) & 3u; }
-  constexpr std::uint8_t policy_bits() const noexcept { return flags >> 4; }
+  constexpr std::uint64_t slack_words() const noexcept { return (flags >> 2) & 7u; }
+  constexpr std::uint8_t policy_bits() const noexcept { return flags >> 5; }
   /// Payload capacity: what the slot holds, whatever its state.
   constexpr std::uint64_t capacity() const noexcept {
     return state() == State::free ? value_len
@@ -99,7 +102,7 @@ struct Meta {
   static constexpr std::uint8_t make_flags(State s, std::uint64_t slack,
                                            std::uint8_t policy) noexcept {
     return static_cast<std::uint8_t>(static_cast<unsigned>(s) | (slack << 2) |
-                                     (unsigned{policy} << 4));
+                                     (unsigned{policy} << 5));
   }
 };
 
@@ -140,28 +143,19 @@ inline void store_concat(std::uint64_t* dst, const char* a, std::size_t na, cons
                          std::size_t nb) noexcept {
   std::size_t i = 0;
   for (; (i + 1) * 8 <= na; ++i) store_relaxed(dst + i, load_u64(a + i * 8));
-  const std::size_t total = na + nb;
-  if (i * 8 >= total) return;
-  // The word that holds the end of `a` (possibly empty) and the start of `b`.
-  std::uint64_t w = 0;
-  const std::size_t head = na - i * 8;  // bytes of a in this word, 0-7
-  if (head) std::memcpy(&w, a + i * 8, head);
-  const std::size_t first_b = std::min<std::size_t>(8 - head, nb);
-  if (first_b) std::memcpy(reinterpret_cast<char*>(&w) + head, b, first_b);
-  store_relaxed(dst + i, w);
-  ++i;
-  // The remaining words come from b alone, shifted by `head` bytes.
-  std::size_t off = first_b;  // next byte of b
-  for (; off + 8 <= nb; off += 8, ++i) store_relaxed(dst + i, load_u64(b + off));
-  if (off < nb) {
-    w = 0;
-    std::memcpy(&w, b + off, nb - off);
-    store_relaxed(dst + i, w);
+  const std::size_t head = na - i * 8;  // bytes of a left over, 0-7
+  std::size_t off = 0;                  // next byte of b
+  if (head != 0) {
+    // The word that holds the end of a and the start of b.
+    off = std::min<std::size_t>(8 - head, nb);
+    store_relaxed(dst + i++, load_partial(a + na - head, head) | load_partial(b, off) << (8 * head));
   }
+  for (; off + 8 <= nb; off += 8) store_relaxed(dst + i++, load_u64(b + off));
+  if (off < nb) store_relaxed(dst + i, load_partial(b + off, nb - off));
 }
 
 /// Writes a live record at `rec` with the given payload capacity (at least
-/// payload_for(key, value), at most 3 words more).
+/// payload_for(key, value), at most kMaxSlackWords words more).
 inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
                        std::string_view value, std::uint8_t type, std::uint64_t capacity,
                        std::uint8_t policy_bits = 0) noexcept {
@@ -189,23 +183,32 @@ inline void rewrite_value(std::byte* rec, std::uint64_t new_stamp, std::string_v
 }
 
 /// Turns the slot at `rec` into a free record of `capacity` payload bytes
-/// whose link points at `next`. The stamp changes before anything else.
+/// linked to `next` and `prev` in its class. The stamp changes before
+/// anything else.
 inline void write_free(std::byte* rec, std::uint64_t new_stamp, std::uint64_t capacity,
-                       Location next) noexcept {
+                       Location next, Location prev) noexcept {
   begin_write(rec, new_stamp);
   const Meta m{static_cast<std::uint32_t>(capacity), 0, Meta::make_flags(State::free, 0, 0), 0};
   store_relaxed(word_at(rec + 8), m.encode());
   store_relaxed(word_at(rec + 16), 0);
   store_relaxed(payload_words(rec), next.raw());
+  store_relaxed(payload_words(rec) + 1, prev.raw());
   end_write(rec, new_stamp);
 }
 
-/// The free-list link of a free record (writer side).
-inline Location free_link(const std::byte* rec) noexcept {
+/// A free record's links (writer side). Relinking leaves the stamp alone:
+/// a reader never reads a free record's payload.
+inline Location free_next(const std::byte* rec) noexcept {
   return Location::from_raw(load_relaxed(payload_words(rec)));
 }
-inline void set_free_link(std::byte* rec, Location next) noexcept {
+inline Location free_prev(const std::byte* rec) noexcept {
+  return Location::from_raw(load_relaxed(payload_words(rec) + 1));
+}
+inline void set_free_next(std::byte* rec, Location next) noexcept {
   store_relaxed(payload_words(rec), next.raw());
+}
+inline void set_free_prev(std::byte* rec, Location prev) noexcept {
+  store_relaxed(payload_words(rec) + 1, prev.raw());
 }
 
 // ---- reader side ----------------------------------------------------------
@@ -241,30 +244,40 @@ inline bool key_equals(const std::byte* rec, std::string_view key) noexcept {
   }
   const std::size_t rest = n - i * 8;
   if (rest == 0) return true;
-  std::uint64_t mine = 0;
-  std::memcpy(&mine, k + i * 8, rest);
   const std::uint64_t mask = (std::uint64_t{1} << (rest * 8)) - 1;
-  return (load_relaxed(w + i) & mask) == mine;
+  return (load_relaxed(w + i) & mask) == load_partial(k + i * 8, rest);
 }
 
 /// Copies n bytes starting `from` bytes into the payload, word by word with
-/// relaxed loads, into dst (caller-owned). The caller has bounds-checked.
+/// relaxed loads, into dst (caller-owned). The caller has bounds-checked; no
+/// word past the one holding the last byte is read.
 inline void copy_out(char* dst, const std::byte* rec, std::size_t from, std::size_t n) noexcept {
   if (n == 0) return;
   const std::uint64_t* w = payload_words(rec) + from / 8;
   const std::size_t skip = from % 8;
-  std::uint64_t x = load_relaxed(w++);
-  std::size_t first = std::min<std::size_t>(8 - skip, n);
-  std::memcpy(dst, reinterpret_cast<const char*>(&x) + skip, first);
-  std::size_t done = first;
-  for (std::size_t full = (n - done) / 8; full > 0; --full, done += 8) {
-    x = load_relaxed(w++);
-    std::memcpy(dst + done, &x, 8);
+  if (skip == 0) {
+    for (std::size_t full = n / 8; full > 0; --full, dst += 8) {
+      const std::uint64_t x = load_relaxed(w++);
+      std::memcpy(dst, &x, 8);
+    }
+    if (n % 8) store_partial(dst, load_relaxed(w), n % 8);
+    return;
   }
-  if (done < n) {
-    x = load_relaxed(w);
-    std::memcpy(dst + done, &x, n - done);
+  // Misaligned: each output word joins the tail of one payload word and the
+  // head of the next.
+  const std::size_t have = 8 - skip;  // bytes of x still to emit, 1-7
+  std::uint64_t x = load_relaxed(w++) >> (8 * skip);
+  while (n >= 8) {
+    const std::uint64_t y = load_relaxed(w++);
+    const std::uint64_t out = x | y << (8 * have);
+    std::memcpy(dst, &out, 8);
+    dst += 8;
+    n -= 8;
+    x = y >> (8 * skip);
   }
+  if (n == 0) return;
+  if (n > have) x |= load_relaxed(w) << (8 * have);
+  store_partial(dst, x, n);
 }
 
 /// Compares n payload bytes starting at `from` with `bytes`.

@@ -67,7 +67,7 @@ class Shard {
 
   Shard(const ShardConfig& config, const std::string& name, const Hash& hash)
       : hash_(hash), journal_(config.journal, name), index_(config.expected_entries, name),
-        free_(name) {}
+        free_(journal_, name) {}
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
   ~Shard() { drain_retired(); }
@@ -165,7 +165,7 @@ class Shard {
         const Slot s = allocate(need);  // may throw; nothing has changed yet
         record::write_live(s.rec, next_stamp(), key, value, type, s.capacity);
         index_.update(f.slot, s.loc);
-        free_.push(rec, old, cap, next_stamp());
+        release(old, rec, cap);
         live_bytes_ += s.capacity;
         live_bytes_ -= cap;
       }
@@ -204,7 +204,7 @@ class Shard {
     }
     index_.erase(f.slot);  // first: no reader may find a freed record through the index
     const std::uint64_t cap = m.capacity();
-    free_.push(rec, loc, cap, next_stamp());
+    release(loc, rec, cap);
     records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
     live_bytes_ -= record::kHeaderBytes + cap;
@@ -288,9 +288,14 @@ class Shard {
         continue;
       }
       if (mine) {
-        // A record found through a table that clear() replaced may be bytes
-        // inside a newer record: only the current table's answers count.
+        // The record is the key's only while a current table's slot still
+        // leads to it: a stale location may land inside a newer record's
+        // bytes once its own record was freed and merged into a neighbour,
+        // or after clear(). The validate fence orders these loads after the
+        // record's words; the writer changed the slot or the table before it
+        // freed the record.
         if (!index_.is_current(t)) return Examined::restart;
+        if (load_relaxed(slot) != loc.raw()) continue;
         if (on_hit(loc, rec, m, s1)) return Examined::hit;
         backoff.pause();
         continue;
@@ -337,7 +342,8 @@ class Shard {
       const std::byte* rec = journal_.at(loc);
       const record::Meta m = record::read_meta(rec);
       return m.key_len == key.size() &&
-             std::memcmp(rec + record::kHeaderBytes, key.data(), key.size()) == 0;
+             equal_bytes(reinterpret_cast<const char*>(rec + record::kHeaderBytes), key.data(),
+                         key.size());
     });
   }
 
@@ -350,17 +356,17 @@ class Shard {
     // Shrink, and free the tail of the old payload.
     record::rewrite_value(rec, next_stamp(), key, value, type, need);
     const Location rest = Location::make(loc.chunk(), loc.offset() + record::kHeaderBytes + need);
-    free_.push(journal_.at(rest), rest, cap - need - record::kHeaderBytes, next_stamp());
+    release(rest, journal_.at(rest), cap - need - record::kHeaderBytes);
     live_bytes_ -= cap - need;
   }
 
   Slot allocate(std::uint64_t need) {
-    const FreeLists::Taken t = free_.take(need, journal_);
+    const FreeLists::Taken t = free_.take(need);
     if (!t.loc.is_none()) {
       if (t.capacity - need < record::kMinRecord) return {t.loc, t.rec, t.capacity};
       const Location rest =
           Location::make(t.loc.chunk(), t.loc.offset() + record::kHeaderBytes + need);
-      free_.push(journal_.at(rest), rest, t.capacity - need - record::kHeaderBytes, next_stamp());
+      release(rest, journal_.at(rest), t.capacity - need - record::kHeaderBytes);
       return {t.loc, t.rec, need};
     }
     const Location loc = journal_.append(
@@ -368,6 +374,26 @@ class Shard {
           free_.push(r, l, bytes - record::kHeaderBytes, next_stamp());
         });
     return {loc, journal_.at(loc), need};
+  }
+
+  /// Frees the slot at `loc` (its payload `cap` bytes): absorbs the free
+  /// records that follow it in its chunk, then gives the whole back to the
+  /// journal's tail if it ends there, else pushes it on a free list. Either
+  /// way its stamp changes first.
+  void release(Location loc, std::byte* rec, std::uint64_t cap) noexcept {
+    for (;;) {
+      std::byte* next = journal_.record_after(loc, record::kHeaderBytes + cap);
+      if (next == nullptr) break;
+      const record::Meta m = record::read_meta(next);
+      if (m.state() != record::State::free) break;
+      free_.unlink(next, m.capacity());
+      cap += record::kHeaderBytes + m.capacity();
+    }
+    if (journal_.retract_tail(loc, record::kHeaderBytes + cap)) {
+      record::write_free(rec, next_stamp(), cap, Location::none(), Location::none());
+      return;
+    }
+    free_.push(rec, loc, cap, next_stamp());
   }
 
   void grow_index() {

@@ -84,11 +84,11 @@ inline thread_local ThreadNumbers::Owner ThreadNumbers::owner_;
 class ReadCounters {
  public:
   explicit ReadCounters(const std::string& name) {
-    lines_ = reinterpret_cast<Line*>(map_anonymous(kBytes, name, "read counters"));
+    lines_ = reinterpret_cast<Line*>(map_anonymous(mapped_bytes(), name, "read counters"));
   }
   ReadCounters(const ReadCounters&) = delete;
   ReadCounters& operator=(const ReadCounters&) = delete;
-  ~ReadCounters() { unmap(lines_, kBytes); }
+  ~ReadCounters() { unmap(lines_, mapped_bytes()); }
 
   void count(bool hit) const noexcept {
     const std::uint32_t n = ThreadNumbers::current();
@@ -109,7 +109,7 @@ class ReadCounters {
     }
   }
 
-  static constexpr std::uint64_t mapped_bytes() noexcept { return kBytes; }
+  static std::uint64_t mapped_bytes() noexcept { return round_up(kBytes, page_size()); }
 
  private:
   struct alignas(kCacheLine) Line {

@@ -4,17 +4,22 @@
 // record needed up to a maximum) and never copies or moves a record, so a
 // Location stays valid for as long as the store lives.
 //
-// The chunk table is itself mapped memory: 65,536 entries of {base, size},
-// one per possible chunk number, touched only as chunks are added. Readers
-// resolve a location through it without a lock:
+// The chunk table has two levels so that a small journal maps nothing for
+// it: 256 blocks of 256 entries {base, size}; the first block (chunks 0-255,
+// enough for any journal whose chunks reach the default 1 GiB) lives in the
+// Journal object, the others are mapped pages, mapped when their first chunk
+// is added and kept until the journal goes. Readers resolve a location through it without a
+// lock:
 //
-//   entry c:  +----------------------+----------------------+
-//             | base address (u64)   | size in bytes (u64)  |   0: no chunk
-//             +----------------------+----------------------+
+//   blocks_[c / 256] --> entry c % 256:  +--------------------+--------------------+
+//                                        | base address (u64) | size in bytes (u64)|
+//                                        +--------------------+--------------------+
+//                                        base 0: no chunk
 //
-// The writer stores the size, then publishes the base with release; a reader
-// loads the base with acquire, then the size, and bounds-checks every offset
-// it follows against that size.
+// The writer publishes a block with release before its first entry, stores
+// an entry's size, then publishes its base with release; a reader loads the
+// block and the base with acquire, then the size, and bounds-checks every
+// offset it follows against that size.
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
@@ -23,6 +28,7 @@
 #include <offheap/detail/record.hpp>
 #include <offheap/error.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -37,15 +43,12 @@ struct JournalConfig {
 class Journal {
  public:
   Journal(const JournalConfig& config, const std::string& name)
-      : config_(config), name_(name) {
-    table_ = reinterpret_cast<std::uint64_t*>(
-        map_anonymous(kTableBytes, name_, "the journal chunk table"));
-  }
+      : config_(config), name_(name) {}
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
   ~Journal() {
     for (std::uint32_t c = 0; c < chunks_; ++c) unmap(chunk_base(c), chunk_size(c));
-    unmap(table_, kTableBytes);
+    for (auto& b : blocks_) unmap(b.load(std::memory_order_relaxed), kBlockBytes);
   }
 
   // ---- reader side (no lock) -----------------------------------------------
@@ -55,8 +58,16 @@ class Journal {
   /// record's start to the end of its chunk.
   const std::byte* resolve(Location loc, std::uint64_t bytes,
                            std::uint64_t& avail) const noexcept {
-    const std::uint64_t* entry = table_ + 2 * std::uint64_t{loc.chunk()};
-    // Pairs with the release store of the base in add_chunk().
+    // The acquire loads pair with the release stores in add_chunk().
+    const std::uint32_t c = loc.chunk();
+    const std::uint64_t* entry;
+    if (c < kBlockEntries) [[likely]] {
+      entry = first_block_ + 2 * c;
+    } else {
+      const std::uint64_t* block = blocks_[c / kBlockEntries].load(std::memory_order_acquire);
+      if (block == nullptr) return nullptr;
+      entry = block + 2 * (c % kBlockEntries);
+    }
     const std::uint64_t base = load_acquire(entry);
     if (base == 0) return nullptr;
     const std::uint64_t size = load_relaxed(entry + 1);
@@ -141,10 +152,9 @@ class Journal {
   }
 
   std::uint32_t chunks() const noexcept { return chunks_; }
-  std::uint64_t chunk_size(std::uint32_t c) const noexcept { return table_[2 * c + 1]; }
-  /// Chunks plus the chunk table (1 MiB of address space, of which only the
-  /// pages of entries in use are ever touched).
-  std::uint64_t mapped_bytes() const noexcept { return mapped_bytes_ + kTableBytes; }
+  std::uint64_t chunk_size(std::uint32_t c) const noexcept { return entry(c)[1]; }
+  /// Chunks plus the chunk table's blocks.
+  std::uint64_t mapped_bytes() const noexcept { return mapped_bytes_; }
   /// Bytes from the start of every chunk up to its end or the tail: records
   /// and free records, live or not.
   std::uint64_t used_bytes() const noexcept { return used_bytes_; }
@@ -161,10 +171,16 @@ class Journal {
     }
   }
 
-  static constexpr std::uint64_t kTableBytes = std::uint64_t{Location::kMaxChunks} * 16;
+  static constexpr std::uint32_t kBlockEntries = 256;
+  static constexpr std::uint64_t kBlockBytes = kBlockEntries * 16;
+  static constexpr std::uint32_t kBlocks = Location::kMaxChunks / kBlockEntries;
 
+  std::uint64_t* entry(std::uint32_t c) const noexcept {
+    if (c < kBlockEntries) return const_cast<std::uint64_t*>(first_block_) + 2 * c;
+    return blocks_[c / kBlockEntries].load(std::memory_order_relaxed) + 2 * (c % kBlockEntries);
+  }
   std::byte* chunk_base(std::uint32_t c) const noexcept {
-    return reinterpret_cast<std::byte*>(table_[2 * c]);
+    return reinterpret_cast<std::byte*>(entry(c)[0]);
   }
 
   std::uint32_t add_chunk(std::uint64_t need) {
@@ -176,11 +192,18 @@ class Journal {
     if (size < need) size = need;
     size = round_up(size, page_size());
     if (size > config_.max_chunk_bytes) size = config_.max_chunk_bytes;
-    std::byte* base = map_anonymous(size, name_, "a journal chunk");
     const std::uint32_t c = chunks_;
-    store_relaxed(table_ + 2 * c + 1, size);
+    std::atomic<std::uint64_t*>& block = blocks_[c / kBlockEntries];
+    if (c >= kBlockEntries && block.load(std::memory_order_relaxed) == nullptr) {
+      auto* b = reinterpret_cast<std::uint64_t*>(map_anonymous(kBlockBytes, name_, "the chunk table"));
+      // Pairs with the acquire load of the block in resolve().
+      block.store(b, std::memory_order_release);
+      mapped_bytes_ += kBlockBytes;
+    }
+    std::byte* base = map_anonymous(size, name_, "a journal chunk");
+    store_relaxed(entry(c) + 1, size);
     // Pairs with the acquire load of the base in resolve().
-    store_release(table_ + 2 * c, reinterpret_cast<std::uint64_t>(base));
+    store_release(entry(c), reinterpret_cast<std::uint64_t>(base));
     ++chunks_;
     mapped_bytes_ += size;
     return c;
@@ -188,7 +211,11 @@ class Journal {
 
   JournalConfig config_;
   const std::string& name_;  // the store's name, which outlives the journal
-  std::uint64_t* table_ = nullptr;  // kMaxChunks x {base, size}
+  // Chunks 0-255 resolve through the first block, kept in this object so
+  // that the common case is one load off the location's critical path; the
+  // other blocks are mapped as needed.
+  std::uint64_t first_block_[2 * kBlockEntries] = {};
+  std::atomic<std::uint64_t*> blocks_[kBlocks] = {};  // blocks_[0] unused
   std::uint32_t chunks_ = 0;
   std::uint32_t tail_chunk_ = 0;  // == chunks_: no tail yet
   std::uint64_t tail_offset_ = 0;

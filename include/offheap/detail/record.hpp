@@ -150,6 +150,12 @@ inline void store_concat(std::uint64_t* dst, const char* a, std::size_t na, cons
     off = std::min<std::size_t>(8 - head, nb);
     store_relaxed(dst + i++, load_partial(a + na - head, head) | load_partial(b, off) << (8 * head));
   }
+  for (; off + 32 <= nb; off += 32, i += 4) {  // unrolled: atomics do not vectorize
+    store_relaxed(dst + i, load_u64(b + off));
+    store_relaxed(dst + i + 1, load_u64(b + off + 8));
+    store_relaxed(dst + i + 2, load_u64(b + off + 16));
+    store_relaxed(dst + i + 3, load_u64(b + off + 24));
+  }
   for (; off + 8 <= nb; off += 8) store_relaxed(dst + i++, load_u64(b + off));
   if (off < nb) store_relaxed(dst + i, load_partial(b + off, nb - off));
 }
@@ -237,15 +243,20 @@ inline bool stamp_is_stable(std::uint64_t stamp) noexcept {
 inline bool key_equals(const std::byte* rec, std::string_view key) noexcept {
   const std::uint64_t* w = payload_words(rec);
   const char* k = key.data();
-  const std::size_t n = key.size();
-  std::size_t i = 0;
-  for (; (i + 1) * 8 <= n; ++i) {
-    if (load_relaxed(w + i) != load_u64(k + i * 8)) return false;
+  std::size_t n = key.size();
+  for (; n >= 16; n -= 16, k += 16, w += 2) {
+    if (((load_relaxed(w) ^ load_u64(k)) | (load_relaxed(w + 1) ^ load_u64(k + 8))) != 0) {
+      return false;
+    }
   }
-  const std::size_t rest = n - i * 8;
-  if (rest == 0) return true;
-  const std::uint64_t mask = (std::uint64_t{1} << (rest * 8)) - 1;
-  return (load_relaxed(w + i) & mask) == load_partial(k + i * 8, rest);
+  if (n >= 8) {
+    if (load_relaxed(w++) != load_u64(k)) return false;
+    n -= 8;
+    k += 8;
+  }
+  if (n == 0) return true;
+  const std::uint64_t mask = (std::uint64_t{1} << (n * 8)) - 1;
+  return (load_relaxed(w) & mask) == load_partial(k, n);
 }
 
 /// Copies n bytes starting `from` bytes into the payload, word by word with
@@ -256,11 +267,19 @@ inline void copy_out(char* dst, const std::byte* rec, std::size_t from, std::siz
   const std::uint64_t* w = payload_words(rec) + from / 8;
   const std::size_t skip = from % 8;
   if (skip == 0) {
-    for (std::size_t full = n / 8; full > 0; --full, dst += 8) {
+    for (; n >= 32; n -= 32, dst += 32, w += 4) {  // unrolled: atomics do not vectorize
+      const std::uint64_t x0 = load_relaxed(w), x1 = load_relaxed(w + 1);
+      const std::uint64_t x2 = load_relaxed(w + 2), x3 = load_relaxed(w + 3);
+      std::memcpy(dst, &x0, 8);
+      std::memcpy(dst + 8, &x1, 8);
+      std::memcpy(dst + 16, &x2, 8);
+      std::memcpy(dst + 24, &x3, 8);
+    }
+    for (; n >= 8; n -= 8, dst += 8) {
       const std::uint64_t x = load_relaxed(w++);
       std::memcpy(dst, &x, 8);
     }
-    if (n % 8) store_partial(dst, load_relaxed(w), n % 8);
+    if (n) store_partial(dst, load_relaxed(w), n);
     return;
   }
   // Misaligned: each output word joins the tail of one payload word and the

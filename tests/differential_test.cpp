@@ -701,6 +701,9 @@ class Differential {
     REQUIRE(class_records == s.free_records);
     REQUIRE(class_bytes == s.free_bytes);
     REQUIRE(s.mapped_bytes >= s.journal_bytes);
+    // The engine's own invariants: lengths, prev-free bits, footers, free
+    // lists and index all agree with a walk of the journal.
+    REQUIRE(store_->verify() == "");
     op_name_ = name;
   }
 

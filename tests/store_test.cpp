@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -367,4 +368,48 @@ TEMPLATE_TEST_CASE("freed neighbours merge, and space at the tail returns to it"
   CHECK(s.get("big") == value_of(200, 'x'));
   CHECK(s.get("c") == value_of(100, 'c'));
   CHECK(s.size() == 2);
+  CHECK(s.verify() == "");
+}
+
+TEMPLATE_TEST_CASE("a freed record merges with the free record before it", "[store]", POLICIES) {
+  offheap::OffHeapStore<TestType> s;
+  for (const char* k : {"a", "b", "c", "d"}) s.put(k, value_of(100, k[0]));  // 128 bytes each
+  CHECK(s.remove("a"));
+  CHECK(s.remove("b"));  // b's predecessor a is free: they become one record
+  offheap::Stats st = s.stats();
+  CHECK(st.free_records == 1);
+  CHECK(st.free_bytes == 128 + 104);
+  CHECK(s.remove("c"));  // and c joins them from behind too
+  st = s.stats();
+  CHECK(st.free_records == 1);
+  CHECK(st.free_bytes == 2 * 128 + 104);
+  CHECK(s.verify() == "");
+  CHECK(s.remove("d"));  // the last: everything returns to the tail
+  st = s.stats();
+  CHECK(st.free_records == 0);
+  CHECK(st.journal_bytes == 0);
+  CHECK(s.verify() == "");
+  s.put("e", value_of(300, 'e'));
+  CHECK(s.get("e") == value_of(300, 'e'));
+}
+
+TEMPLATE_TEST_CASE("random churn keeps every invariant", "[store]", POLICIES) {
+  offheap::OffHeapStore<TestType> s;
+  std::mt19937_64 rng(17);
+  std::map<std::string, std::string> model;
+  const std::string big(3000, 'x');
+  for (int op = 0; op < 20000; ++op) {
+    const std::string k = "k" + std::to_string(rng() % 300);
+    if (rng() % 3 == 0) {
+      CHECK(s.remove(k) == (model.erase(k) == 1));
+    } else {
+      const std::string v = big.substr(0, rng() % 2500);
+      s.put(k, v);
+      model[k] = v;
+    }
+    if (op % 97 == 0) REQUIRE(s.verify() == "");
+  }
+  REQUIRE(s.verify() == "");
+  for (const auto& [k, v] : model) REQUIRE(s.get(k) == v);
+  CHECK(s.size() == model.size());
 }

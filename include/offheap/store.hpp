@@ -267,6 +267,11 @@ class OffHeapStore {
     return s;
   }
 
+  /// Effects: checks the store's internal invariants record by record (for
+  /// tests and debugging; O(journal), blocks writers meanwhile).
+  /// Returns: "" if they hold, else a description of the first violation.
+  std::string verify() const { return shard_->verify(); }
+
   /// The store's name, as used in error messages.
   const std::string& name() const noexcept { return options_.name; }
   const Options& options() const noexcept { return options_; }

@@ -42,7 +42,7 @@ struct Fixture {
   Location freed(std::uint64_t capacity) {
     const Location loc = journal.append(record::kHeaderBytes + capacity,
                                         [](Location, std::byte*, std::uint64_t) {});
-    lists.push(journal.at(loc), loc, capacity, stamp += 2);
+    lists.push(journal.at(loc), loc, capacity, stamp += 2, false);
     return loc;
   }
 };

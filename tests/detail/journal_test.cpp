@@ -115,7 +115,7 @@ TEST_CASE("records past the 4 GiB mark of one sparse chunk", "[journal]") {
     const std::string value(static_cast<std::size_t>(i) * 7 % 300, static_cast<char>('a' + i % 26));
     const std::uint64_t need = record::payload_for(key.size(), value.size());
     const Location loc = j.append(record::kHeaderBytes + need, left.fn());
-    record::write_live(j.at(loc), 2 * static_cast<std::uint64_t>(i + 1), key, value, 0, need);
+    record::write_live(j.at(loc), 2 * static_cast<std::uint64_t>(i + 1), key, value, 0, need, false);
     locs.push_back(loc);
     values.push_back(value);
   }

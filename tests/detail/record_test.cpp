@@ -29,7 +29,7 @@ std::string pattern(std::size_t n, char seed) {
 TEST_CASE("record header fields sit where the layout says", "[record]") {
   Area a(256);
   std::byte* rec = a.at(0);
-  record::write_live(rec, 42, "key", "value!", 9, record::payload_for(3, 6));
+  record::write_live(rec, 42, "key", "value!", 9, record::payload_for(3, 6), false);
   std::uint64_t w[4];
   std::memcpy(w, rec, sizeof w);
   CHECK(w[0] == 42);                          // bytes 0-7: stamp
@@ -54,16 +54,17 @@ TEST_CASE("payload size rounds key plus value up to 8, at least 8", "[record]") 
 }
 
 TEST_CASE("meta encodes and decodes every field", "[record]") {
-  record::Meta m{0xDEADBEEF, 0xFFFF, record::Meta::make_flags(record::State::live, 4, 0x5), 0x7F};
+  record::Meta m{0xDEADBEEF, 0xFFFF, record::Meta::make_flags(record::State::live, 4, true, 0x2), 0x7F};
   const record::Meta d = record::Meta::decode(m.encode());
   CHECK(d.value_len == 0xDEADBEEF);
   CHECK(d.key_len == 0xFFFF);
   CHECK(d.state() == record::State::live);
   CHECK(d.slack_words() == 4);
-  CHECK(d.policy_bits() == 0x5);
+  CHECK(d.prev_free());
+  CHECK(d.policy_bits() == 0x2);
   CHECK(d.type == 0x7F);
   CHECK(d.capacity() == record::payload_for(0xFFFF, 0xDEADBEEF) + 32);
-  const record::Meta f{4096, 0, record::Meta::make_flags(record::State::free, 0, 0), 0};
+  const record::Meta f{4096, 0, record::Meta::make_flags(record::State::free, 0, false, 0), 0};
   CHECK(f.capacity() == 4096);
 }
 
@@ -74,7 +75,7 @@ TEST_CASE("every key and value length round-trips at every alignment", "[record]
       const std::string key = pattern(k, 'k'), value = pattern(v, 'v');
       std::byte* rec = a.at(64);
       std::memset(rec, 0xEE, 512);  // garbage from an earlier life
-      record::write_live(rec, 2 * (k * 64 + v + 1), key, value, 0, record::payload_for(k, v));
+      record::write_live(rec, 2 * (k * 64 + v + 1), key, value, 0, record::payload_for(k, v), false);
       const record::Meta m = record::read_meta(rec);
       REQUIRE(m.key_len == k);
       REQUIRE(m.value_len == v);
@@ -93,7 +94,7 @@ TEST_CASE("key comparison catches a difference in any byte, including the last",
   Area a(512);
   for (std::size_t n = 1; n <= 33; ++n) {
     const std::string key = pattern(n, 'a');
-    record::write_live(a.at(0), 2, key, "tail-value", 0, record::payload_for(n, 10));
+    record::write_live(a.at(0), 2, key, "tail-value", 0, record::payload_for(n, 10), false);
     for (std::size_t i = 0; i < n; ++i) {
       std::string other = key;
       other[i] = static_cast<char>(other[i] ^ 0x01);
@@ -103,7 +104,7 @@ TEST_CASE("key comparison catches a difference in any byte, including the last",
   }
   // key_equals compares bytes only; lengths are compared from the header
   // first, so a key that spills into the value's bytes never matches.
-  record::write_live(a.at(0), 4, "abc", "def", 0, 16);
+  record::write_live(a.at(0), 4, "abc", "def", 0, 16, false);
   CHECK(record::key_equals(a.at(0), "abcd"));  // the bytes agree...
   CHECK(record::read_meta(a.at(0)).key_len == 3);  // ...the length does not
 }
@@ -111,7 +112,7 @@ TEST_CASE("key comparison catches a difference in any byte, including the last",
 TEST_CASE("copy_out reads any sub-range of a payload", "[record]") {
   Area a(512);
   const std::string value = pattern(200, 'x');
-  record::write_live(a.at(0), 2, "", value, 0, record::payload_for(0, 200));
+  record::write_live(a.at(0), 2, "", value, 0, record::payload_for(0, 200), false);
   for (std::size_t from = 0; from < 200; from += 3) {
     for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8},
                           std::size_t{9}, 200 - from}) {
@@ -126,7 +127,7 @@ TEST_CASE("copy_out reads any sub-range of a payload", "[record]") {
 TEST_CASE("the stamp is odd during a write and changes on every write and free", "[record]") {
   Area a(256);
   std::byte* rec = a.at(0);
-  record::write_live(rec, 10, "k", "v1", 0, 16);
+  record::write_live(rec, 10, "k", "v1", 0, 16, false);
   const std::uint64_t s = record::read_stamp(rec);
   CHECK(s == 10);
   CHECK(record::stamp_is_stable(s));
@@ -139,7 +140,7 @@ TEST_CASE("the stamp is odd during a write and changes on every write and free",
   CHECK(record::read_stamp(rec) == 12);
   CHECK_FALSE(record::stamp_is_stable(0));  // zeroed memory is never a record
 
-  record::write_free(rec, 14, 16, Location::make(3, 64), Location::make(2, 8));
+  record::write_free(rec, 14, 16, Location::make(3, 64), Location::make(2, 8), false);
   CHECK(record::read_stamp(rec) == 14);
   const record::Meta m = record::read_meta(rec);
   CHECK(m.state() == record::State::free);
@@ -152,14 +153,47 @@ TEST_CASE("the stamp is odd during a write and changes on every write and free",
 TEST_CASE("a rewrite keeps the policy bits and may keep slack", "[record]") {
   Area a(256);
   std::byte* rec = a.at(0);
-  record::write_live(rec, 2, "key", std::string(45, 'a'), 0, 48, 0x5);  // 3 + 45 = 48
+  record::write_live(rec, 2, "key", std::string(45, 'a'), 0, 48, true, 0x3);  // 3 + 45 = 48
   record::rewrite_value(rec, 4, "key", "b", 7, 48);  // needs 16, keeps 48: slack 4 words
   const record::Meta m = record::read_meta(rec);
-  CHECK(m.policy_bits() == 0x5);
+  CHECK(m.policy_bits() == 0x3);
+  CHECK(m.prev_free());
   CHECK(m.slack_words() == 4);
   CHECK(m.capacity() == 48);
   CHECK(m.type == 7);
   std::string out(1, '\0');
   record::copy_out(out.data(), rec, 3, 1);
   CHECK(out == "b");
+}
+
+TEST_CASE("a free record's footer gives its capacity to the record after it", "[record]") {
+  Area a(512);
+  record::write_free(a.at(0), 2, 64, Location::none(), Location::make(1, 8), false);
+  std::uint64_t footer = 0;
+  std::memcpy(&footer, a.at(24 + 64 - 8), 8);
+  CHECK(record::capacity_from_footer(footer) == 64);
+  // The smallest free record has no room for a footer: its last word is the
+  // previous-link, an even location or all ones, read as 16.
+  record::write_free(a.at(128), 4, 16, Location::none(), Location::make(1, 8), false);
+  std::memcpy(&footer, a.at(128 + 24 + 8), 8);
+  CHECK(record::capacity_from_footer(footer) == 16);
+  record::write_free(a.at(128), 6, 16, Location::none(), Location::none(), false);
+  std::memcpy(&footer, a.at(128 + 24 + 8), 8);
+  CHECK(record::capacity_from_footer(footer) == 16);
+  CHECK(record::capacity_from_footer(record::kMaxFreeCapacity << 1 | 1) == record::kMaxFreeCapacity);
+}
+
+TEST_CASE("the prev-free bit flips without touching the stamp or other fields", "[record]") {
+  Area a(256);
+  record::write_live(a.at(0), 8, "key", "value", 9, 16, false, 0x1);
+  record::set_prev_free(a.at(0), true);
+  record::Meta m = record::read_meta(a.at(0));
+  CHECK(m.prev_free());
+  CHECK(m.key_len == 3);
+  CHECK(m.value_len == 5);
+  CHECK(m.type == 9);
+  CHECK(m.policy_bits() == 0x1);
+  CHECK(record::read_stamp(a.at(0)) == 8);
+  record::set_prev_free(a.at(0), false);
+  CHECK_FALSE(record::read_meta(a.at(0)).prev_free());
 }

@@ -64,11 +64,12 @@ class FreeLists {
   ~FreeLists() { unmap(table_, round_up(kTableBytes, page_size())); }
 
   /// Turns the slot at `loc` into a free record of `capacity` payload bytes
-  /// stamped `stamp`, and pushes it on its class.
-  void push(std::byte* rec, Location loc, std::uint64_t capacity, std::uint64_t stamp) noexcept {
+  /// stamped `stamp` (its prev-free bit given), and pushes it on its class.
+  void push(std::byte* rec, Location loc, std::uint64_t capacity, std::uint64_t stamp,
+            bool prev_free) noexcept {
     const unsigned c = class_of(capacity);
     const Location head = Location::from_raw(heads()[c]);
-    record::write_free(rec, stamp, capacity, head, Location::none());
+    record::write_free(rec, stamp, capacity, head, Location::none(), prev_free);
     if (!head.is_none()) record::set_free_prev(journal_.at(head), loc);
     heads()[c] = loc.raw();
     records()[c] += 1;

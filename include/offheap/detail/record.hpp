@@ -19,8 +19,11 @@
 //  key len   live: the key's length (0-65,535); free: 0.
 //  flags     bits 0-1 state (0 none, 1 live, 2 free); bits 2-4 slack: how many
 //            spare 8-byte words the payload has beyond payload_for(key, value),
-//            0-4 (a larger spare is split off as a free record); bits 5-7 are
-//            the eviction policy's per-record state (0 for StorePolicy).
+//            0-4 (a larger spare is split off as a free record); bit 5
+//            prev-free: the record just before this one in its chunk is free
+//            (kept exact by the writer, which may flip it in a live record's
+//            header without a new stamp: readers ignore it); bits 6-7 are the
+//            eviction policy's per-record state (0 for StorePolicy).
 //  type      0 for bytes written by put(); a value type tag for put_value<T>.
 //  checksum  CRC32C of the record for file-backed stores; 0 in memory.
 //  expiry    0: never expires.
@@ -31,7 +34,10 @@
 // bytes or more. A free record keeps the locations of the next and previous
 // free records of its size class in its first two payload words, never in
 // the header, so that a reader holding a stale location sees the stamp
-// change first.
+// change first. Its last payload word is a footer, (capacity << 1) | 1, so
+// that the record after it can find its start and merge with it; in a
+// 16-byte free record that word is the previous-link, an even location or
+// all ones, which is how a footer read says "16".
 //
 // Seqlock protocol. Writer (under the shard's lock): store the stamp odd,
 // release fence, store every other word, store the new even stamp with
@@ -66,6 +72,8 @@ inline constexpr std::uint64_t kMinRecord = kHeaderBytes + kMinPayload;
 inline constexpr std::uint64_t kMaxSlackWords = (kMinRecord - 8) / 8;
 inline constexpr std::uint32_t kMaxKeyBytes = 0xFFFF;
 inline constexpr std::uint64_t kMaxValueBytes = 0xFFFFFFFFu;
+/// A free record's capacity lives in the 32-bit length field.
+inline constexpr std::uint64_t kMaxFreeCapacity = 0xFFFFFFF8u;
 
 enum class State : std::uint8_t { none = 0, live = 1, free = 2 };
 
@@ -93,16 +101,17 @@ struct Meta {
   }
   constexpr State state() const noexcept { return static_cast<State>(flags & 3u); }
   constexpr std::uint64_t slack_words() const noexcept { return (flags >> 2) & 7u; }
-  constexpr std::uint8_t policy_bits() const noexcept { return flags >> 5; }
+  constexpr bool prev_free() const noexcept { return (flags >> 5) & 1u; }
+  constexpr std::uint8_t policy_bits() const noexcept { return flags >> 6; }
   /// Payload capacity: what the slot holds, whatever its state.
   constexpr std::uint64_t capacity() const noexcept {
     return state() == State::free ? value_len
                                   : payload_for(key_len, value_len) + slack_words() * 8;
   }
-  static constexpr std::uint8_t make_flags(State s, std::uint64_t slack,
+  static constexpr std::uint8_t make_flags(State s, std::uint64_t slack, bool prev_free,
                                            std::uint8_t policy) noexcept {
     return static_cast<std::uint8_t>(static_cast<unsigned>(s) | (slack << 2) |
-                                     (unsigned{policy} << 5));
+                                     (unsigned{prev_free} << 5) | (unsigned{policy} << 6));
   }
 };
 
@@ -164,11 +173,11 @@ inline void store_concat(std::uint64_t* dst, const char* a, std::size_t na, cons
 /// payload_for(key, value), at most kMaxSlackWords words more).
 inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
                        std::string_view value, std::uint8_t type, std::uint64_t capacity,
-                       std::uint8_t policy_bits = 0) noexcept {
+                       bool prev_free, std::uint8_t policy_bits = 0) noexcept {
   const std::uint64_t slack = (capacity - payload_for(key.size(), value.size())) / 8;
   begin_write(rec, new_stamp);
   const Meta m{static_cast<std::uint32_t>(value.size()), static_cast<std::uint16_t>(key.size()),
-               Meta::make_flags(State::live, slack, policy_bits), type};
+               Meta::make_flags(State::live, slack, prev_free, policy_bits), type};
   store_relaxed(word_at(rec + 8), m.encode());
   store_relaxed(word_at(rec + 16), 0);
   std::uint64_t* payload = payload_words(rec);
@@ -180,26 +189,42 @@ inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view
   end_write(rec, new_stamp);
 }
 
-/// Rewrites a live record's value in place; the key stays where it is.
+/// Rewrites a live record's value in place; the key stays where it is, and
+/// the prev-free and policy bits carry over.
 inline void rewrite_value(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
                           std::string_view value, std::uint8_t type,
                           std::uint64_t capacity) noexcept {
-  write_live(rec, new_stamp, key, value, type, capacity,
-             Meta::decode(load_relaxed(word_at(rec + 8))).policy_bits());
+  const Meta old = Meta::decode(load_relaxed(word_at(rec + 8)));
+  write_live(rec, new_stamp, key, value, type, capacity, old.prev_free(), old.policy_bits());
 }
 
 /// Turns the slot at `rec` into a free record of `capacity` payload bytes
-/// linked to `next` and `prev` in its class. The stamp changes before
-/// anything else.
+/// linked to `next` and `prev` in its class, with its footer. The stamp
+/// changes before anything else.
 inline void write_free(std::byte* rec, std::uint64_t new_stamp, std::uint64_t capacity,
-                       Location next, Location prev) noexcept {
+                       Location next, Location prev, bool prev_free) noexcept {
   begin_write(rec, new_stamp);
-  const Meta m{static_cast<std::uint32_t>(capacity), 0, Meta::make_flags(State::free, 0, 0), 0};
+  const Meta m{static_cast<std::uint32_t>(capacity), 0,
+               Meta::make_flags(State::free, 0, prev_free, 0), 0};
   store_relaxed(word_at(rec + 8), m.encode());
   store_relaxed(word_at(rec + 16), 0);
   store_relaxed(payload_words(rec), next.raw());
   store_relaxed(payload_words(rec) + 1, prev.raw());
+  if (capacity > kMinPayload) store_relaxed(payload_words(rec) + capacity / 8 - 1, capacity << 1 | 1);
   end_write(rec, new_stamp);
+}
+
+/// The capacity of the free record whose last payload word is `footer`.
+constexpr std::uint64_t capacity_from_footer(std::uint64_t footer) noexcept {
+  return (footer & 1) != 0 && footer != ~std::uint64_t{0} ? footer >> 1 : kMinPayload;
+}
+
+/// Sets or clears the prev-free bit of the record at `rec`, live or free,
+/// leaving its stamp: the writer's bookkeeping, which readers ignore.
+inline void set_prev_free(std::byte* rec, bool prev_free) noexcept {
+  Meta m = Meta::decode(load_relaxed(word_at(rec + 8)));
+  m.flags = static_cast<std::uint8_t>((m.flags & ~(1u << 5)) | (unsigned{prev_free} << 5));
+  store_relaxed(word_at(rec + 8), m.encode());
 }
 
 /// A free record's links (writer side). Relinking leaves the stamp alone:

@@ -26,7 +26,9 @@
 #include <offheap/policy.hpp>
 #include <offheap/stats.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -163,9 +165,10 @@ class Shard {
         rewrite_in_place(old, rec, cap, need, key, value, type);
       } else {
         const Slot s = allocate(need);  // may throw; nothing has changed yet
-        record::write_live(s.rec, next_stamp(), key, value, type, s.capacity);
+        record::write_live(s.rec, next_stamp(), key, value, type, s.capacity, s.prev_free);
         index_.update(f.slot, s.loc);
-        release(old, rec, cap);
+        // The prev-free bit read now: allocate() may have taken the record before.
+        release(old, rec, cap, record::read_meta(rec).prev_free());
         live_bytes_ += s.capacity;
         live_bytes_ -= cap;
       }
@@ -180,7 +183,7 @@ class Shard {
       f = find_for_write(key, h);
     }
     const Slot s = allocate(need);  // may throw; the index only grew
-    record::write_live(s.rec, next_stamp(), key, value, type, s.capacity);
+    record::write_live(s.rec, next_stamp(), key, value, type, s.capacity, s.prev_free);
     index_.insert(f.insert_slot, h, s.loc);
     records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     key_value_bytes_ += key.size() + value.size();
@@ -204,7 +207,7 @@ class Shard {
     }
     index_.erase(f.slot);  // first: no reader may find a freed record through the index
     const std::uint64_t cap = m.capacity();
-    release(loc, rec, cap);
+    release(loc, rec, cap, m.prev_free());
     records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
     live_bytes_ -= record::kHeaderBytes + cap;
@@ -255,11 +258,70 @@ class Shard {
 
   const Journal& journal() const noexcept { return journal_; }
 
+  /// Walks every chunk record by record and checks the writer's invariants:
+  /// lengths stay inside chunks, prev-free bits and footers match the records
+  /// before them, free records add up to the free lists' totals, live records
+  /// to the index and the counters. Returns "" or the first violation.
+  /// O(journal); takes the lock.
+  std::string verify() const {
+    std::lock_guard<Lock> guard(lock_);
+    std::uint64_t free_records = 0, free_bytes = 0, live = 0, live_bytes = 0;
+    for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
+      bool prev_is_free = false;
+      std::uint64_t prev_cap = 0;
+      for (Location loc = Location::make(c, 0);;) {
+        const std::byte* rec = journal_.record_after(loc, 0);
+        if (rec == nullptr || record::read_stamp(rec) == 0) break;
+        const record::Meta m = record::read_meta(rec);
+        const std::string where = "chunk " + std::to_string(c) + " offset " +
+                                  std::to_string(loc.offset()) + ": ";
+        if (m.state() != record::State::live && m.state() != record::State::free) {
+          return where + "no record";
+        }
+        if (m.prev_free() != prev_is_free) return where + "prev-free bit is wrong";
+        if (prev_is_free &&
+            record::capacity_from_footer(load_relaxed(word_at(rec - 8))) != prev_cap) {
+          return where + "the footer before it is wrong";
+        }
+        if (m.state() == record::State::free) {
+          ++free_records;
+          free_bytes += m.capacity();
+        } else {
+          ++live;
+          live_bytes += record::kHeaderBytes + m.capacity();
+          const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes),
+                                     m.key_len);
+          const Index::Found f = find_for_write(key, hash_(key));
+          if (!f.found || index_.location(f.slot) != loc) return where + "live record not indexed";
+        }
+        prev_is_free = m.state() == record::State::free;
+        prev_cap = m.capacity();
+        const std::uint64_t next = loc.offset() + record::kHeaderBytes + m.capacity();
+        if (next > journal_.chunk_size(c)) return where + "record runs past its chunk";
+        loc = Location::make(c, next);
+      }
+    }
+    if (free_records != free_.total_records() || free_bytes != free_.total_bytes()) {
+      return "free records in the journal (" + std::to_string(free_records) + ", " +
+             std::to_string(free_bytes) + " bytes) differ from the free lists (" +
+             std::to_string(free_.total_records()) + ", " + std::to_string(free_.total_bytes()) +
+             " bytes)";
+    }
+    if (live != index_.size() || live != size() || live_bytes != live_bytes_) {
+      return "live records in the journal (" + std::to_string(live) + ", " +
+             std::to_string(live_bytes) + " bytes) differ from the index (" +
+             std::to_string(index_.size()) + ") or the counters (" + std::to_string(size()) +
+             ", " + std::to_string(live_bytes_) + " bytes)";
+    }
+    return {};
+  }
+
  private:
   struct Slot {
     Location loc;
     std::byte* rec;
     std::uint64_t capacity;
+    bool prev_free;  // the record before the slot is free
   };
   enum class Examined { hit, other, restart };
 
@@ -356,44 +418,83 @@ class Shard {
     // Shrink, and free the tail of the old payload.
     record::rewrite_value(rec, next_stamp(), key, value, type, need);
     const Location rest = Location::make(loc.chunk(), loc.offset() + record::kHeaderBytes + need);
-    release(rest, journal_.at(rest), cap - need - record::kHeaderBytes);
+    release(rest, journal_.at(rest), cap - need - record::kHeaderBytes, false);
     live_bytes_ -= cap - need;
   }
 
   Slot allocate(std::uint64_t need) {
     const FreeLists::Taken t = free_.take(need);
     if (!t.loc.is_none()) {
-      if (t.capacity - need < record::kMinRecord) return {t.loc, t.rec, t.capacity};
+      const bool prev_free = record::read_meta(t.rec).prev_free();
+      if (t.capacity - need < record::kMinRecord) {
+        // Taken whole: the record after it no longer follows a free one.
+        if (std::byte* next = journal_.record_after(t.loc, record::kHeaderBytes + t.capacity)) {
+          record::set_prev_free(next, false);
+        }
+        return {t.loc, t.rec, t.capacity, prev_free};
+      }
       const Location rest =
           Location::make(t.loc.chunk(), t.loc.offset() + record::kHeaderBytes + need);
-      release(rest, journal_.at(rest), t.capacity - need - record::kHeaderBytes);
-      return {t.loc, t.rec, need};
+      release(rest, journal_.at(rest), t.capacity - need - record::kHeaderBytes, false);
+      return {t.loc, t.rec, need, prev_free};
     }
     const Location loc = journal_.append(
         record::kHeaderBytes + need, [this](Location l, std::byte* r, std::uint64_t bytes) {
-          free_.push(r, l, bytes - record::kHeaderBytes, next_stamp());
+          // Space the tail skips, after a live record (a free record never
+          // ends at the tail: release() hands it back). Pieces fit the
+          // 32-bit capacity field.
+          bool prev_free = false;
+          while (bytes != 0) {
+            std::uint64_t piece = std::min(bytes, record::kHeaderBytes + record::kMaxFreeCapacity);
+            if (bytes - piece != 0 && bytes - piece < record::kMinRecord) piece -= record::kMinRecord;
+            free_.push(r, l, piece - record::kHeaderBytes, next_stamp(), prev_free);
+            prev_free = true;
+            l = Location::make(l.chunk(), l.offset() + piece);
+            r += piece;
+            bytes -= piece;
+          }
         });
-    return {loc, journal_.at(loc), need};
+    return {loc, journal_.at(loc), need, false};
   }
 
-  /// Frees the slot at `loc` (its payload `cap` bytes): absorbs the free
-  /// records that follow it in its chunk, then gives the whole back to the
-  /// journal's tail if it ends there, else pushes it on a free list. Either
-  /// way its stamp changes first.
-  void release(Location loc, std::byte* rec, std::uint64_t cap) noexcept {
+  /// Frees the slot at `loc` (payload `cap` bytes; `prev_free`: the record
+  /// before it is free). Merges it with the free records on either side in
+  /// its chunk (up to the 32-bit capacity), then gives the whole back to the
+  /// journal's tail if it ends there, else pushes it on a free list and marks
+  /// the record after it. Either way the slot's stamp changes first.
+  void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept {
+    constexpr std::uint64_t kHeader = record::kHeaderBytes;
+    if (prev_free) {
+      const std::uint64_t pcap = record::capacity_from_footer(load_relaxed(word_at(rec - 8)));
+      if (pcap + kHeader + cap <= record::kMaxFreeCapacity) {
+        const Location ploc = Location::make(loc.chunk(), loc.offset() - kHeader - pcap);
+        std::byte* prec = journal_.at(ploc);
+        const record::Meta pm = record::read_meta(prec);
+        assert(pm.state() == record::State::free && pm.capacity() == pcap);
+        free_.unlink(prec, pcap);
+        prev_free = pm.prev_free();
+        loc = ploc;
+        rec = prec;
+        cap += kHeader + pcap;
+      }
+    }
     for (;;) {
-      std::byte* next = journal_.record_after(loc, record::kHeaderBytes + cap);
+      std::byte* next = journal_.record_after(loc, kHeader + cap);
       if (next == nullptr) break;
       const record::Meta m = record::read_meta(next);
-      if (m.state() != record::State::free) break;
+      if (m.state() != record::State::free || cap + kHeader + m.capacity() > record::kMaxFreeCapacity) {
+        break;
+      }
       free_.unlink(next, m.capacity());
-      cap += record::kHeaderBytes + m.capacity();
+      cap += kHeader + m.capacity();
     }
-    if (journal_.retract_tail(loc, record::kHeaderBytes + cap)) {
-      record::write_free(rec, next_stamp(), cap, Location::none(), Location::none());
+    if (journal_.retract_tail(loc, kHeader + cap)) {
+      // Beyond the tail now; still stamped afresh for readers holding it.
+      record::write_free(rec, next_stamp(), cap, Location::none(), Location::none(), prev_free);
       return;
     }
-    free_.push(rec, loc, cap, next_stamp());
+    free_.push(rec, loc, cap, next_stamp(), prev_free);
+    if (std::byte* next = journal_.record_after(loc, kHeader + cap)) record::set_prev_free(next, true);
   }
 
   void grow_index() {

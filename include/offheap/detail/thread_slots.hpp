@@ -32,10 +32,18 @@ class ThreadNumbers {
     return n != 0 ? n - 1 : take();
   }
 
+  /// One past the highest number ever handed out: scans of per-thread slots
+  /// stop here. Acquire pairs with the release in take(): a scanner that sees
+  /// a number sees the slot line's mapping it was handed out with.
+  static std::uint32_t high_water() noexcept {
+    return pool().high_water.load(std::memory_order_acquire);
+  }
+
  private:
   struct Pool {
     std::mutex mutex;
     std::uint32_t next = 0;  // numbers below were handed out at least once
+    std::atomic<std::uint32_t> high_water{0};  // == next, readable without the mutex
     std::uint32_t free_count = 0;
     std::uint32_t free[kMaxThreads];
   };
@@ -65,6 +73,7 @@ class ThreadNumbers {
         n = p.free[--p.free_count];
       } else if (p.next < kMaxThreads) {
         n = p.next++;
+        p.high_water.store(p.next, std::memory_order_release);
       }
     }
     if (n == kMaxThreads) return n;  // overflow: no number, counted on the shared line

@@ -19,6 +19,14 @@ struct NoInPlacePolicy : offheap::StorePolicy {
 
 std::string value_of(std::size_t n, char c) { return std::string(n, c); }
 
+// Tests that look at the physical layout (records next to each other, the
+// journal's tail) use one shard: with more, keys land in different journals.
+offheap::Options one_shard() {
+  offheap::Options o;
+  o.shards = 1;
+  return o;
+}
+
 }  // namespace
 
 #define POLICIES offheap::StorePolicy, offheap::SingleWriterPolicy, NoInPlacePolicy
@@ -128,7 +136,7 @@ TEMPLATE_TEST_CASE("read runs the callback on the value in place", "[store]", PO
 }
 
 TEMPLATE_TEST_CASE("statistics count what happened", "[store]", POLICIES) {
-  offheap::OffHeapStore<TestType> s;
+  offheap::OffHeapStore<TestType> s(one_shard());
   s.put("a", "12345678");
   s.put("bb", "x");
   s.put("a", "123");
@@ -162,7 +170,7 @@ TEMPLATE_TEST_CASE("statistics count what happened", "[store]", POLICIES) {
 }
 
 TEST_CASE("an overwrite that fits rewrites in place; otherwise the old slot is freed", "[store]") {
-  offheap::Store s;
+  offheap::Store s(one_shard());
   s.put("key", value_of(100, 'a'));
   s.put("after", "keeps the records above away from the tail");
   const offheap::Stats a = s.stats();
@@ -185,7 +193,7 @@ TEST_CASE("an overwrite that fits rewrites in place; otherwise the old slot is f
 }
 
 TEST_CASE("without in-place updates every overwrite writes a new record", "[store]") {
-  offheap::OffHeapStore<NoInPlacePolicy> s;
+  offheap::OffHeapStore<NoInPlacePolicy> s(one_shard());
   s.put("key", value_of(100, 'a'));
   s.put("key", value_of(100, 'b'));  // at the tail; the first slot is freed
   CHECK(s.stats().free_records == 1);
@@ -198,7 +206,7 @@ TEST_CASE("without in-place updates every overwrite writes a new record", "[stor
 }
 
 TEMPLATE_TEST_CASE("a larger free record is split for a smaller one", "[store]", POLICIES) {
-  offheap::OffHeapStore<TestType> s;
+  offheap::OffHeapStore<TestType> s(one_shard());
   s.put("big", value_of(1000, 'b'));  // payload 1003 -> 1008
   s.put("tail", "t");                 // keeps the big record away from the tail
   CHECK(s.remove("big"));
@@ -213,7 +221,7 @@ TEMPLATE_TEST_CASE("a larger free record is split for a smaller one", "[store]",
 }
 
 TEMPLATE_TEST_CASE("removed space is reused before the journal grows", "[store]", POLICIES) {
-  offheap::OffHeapStore<TestType> s;
+  offheap::OffHeapStore<TestType> s(one_shard());
   for (int i = 0; i < 5000; ++i) s.put("k" + std::to_string(i), value_of(static_cast<std::size_t>(i % 97), 'v'));
   const std::uint64_t journal = s.stats().journal_bytes;
   for (int round = 0; round < 3; ++round) {
@@ -228,7 +236,7 @@ TEMPLATE_TEST_CASE("removed space is reused before the journal grows", "[store]"
 }
 
 TEMPLATE_TEST_CASE("the index grows from 8 slots to a million entries", "[store]", POLICIES) {
-  offheap::OffHeapStore<TestType> s;
+  offheap::OffHeapStore<TestType> s(one_shard());
   constexpr int kN = 300000;
   for (int i = 0; i < kN; ++i) s.put("key:" + std::to_string(i), std::to_string(i * 3));
   CHECK(s.size() == kN);
@@ -348,7 +356,7 @@ TEMPLATE_TEST_CASE("typed values round-trip with their tags", "[store]", POLICIE
 }
 
 TEMPLATE_TEST_CASE("freed neighbours merge, and space at the tail returns to it", "[store]", POLICIES) {
-  offheap::OffHeapStore<TestType> s;
+  offheap::OffHeapStore<TestType> s(one_shard());
   s.put("a", value_of(100, 'a'));  // each record: 24 + 104 bytes
   s.put("b", value_of(100, 'b'));
   s.put("c", value_of(100, 'c'));
@@ -372,7 +380,7 @@ TEMPLATE_TEST_CASE("freed neighbours merge, and space at the tail returns to it"
 }
 
 TEMPLATE_TEST_CASE("a freed record merges with the free record before it", "[store]", POLICIES) {
-  offheap::OffHeapStore<TestType> s;
+  offheap::OffHeapStore<TestType> s(one_shard());
   for (const char* k : {"a", "b", "c", "d"}) s.put(k, value_of(100, k[0]));  // 128 bytes each
   CHECK(s.remove("a"));
   CHECK(s.remove("b"));  // b's predecessor a is free: they become one record
@@ -394,7 +402,7 @@ TEMPLATE_TEST_CASE("a freed record merges with the free record before it", "[sto
 }
 
 TEMPLATE_TEST_CASE("random churn keeps every invariant", "[store]", POLICIES) {
-  offheap::OffHeapStore<TestType> s;
+  offheap::OffHeapStore<TestType> s(one_shard());
   std::mt19937_64 rng(17);
   std::map<std::string, std::string> model;
   const std::string big(3000, 'x');

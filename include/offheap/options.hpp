@@ -16,6 +16,12 @@ struct Options {
   /// it never rehashes (and new keys allocate nothing). 0: start small.
   std::uint64_t expected_entries = 0;
 
+  /// Shards, each with its own index, journal, free lists, stamp counter and
+  /// writer lock: writers to different shards never wait for each other.
+  /// 0: the hardware threads rounded up to a power of two, at most 64.
+  /// Range 0-1024.
+  std::uint32_t shards = 0;
+
   /// Seed of the key hash. Unset: a random seed per store (recommended: keys
   /// chosen by an attacker cannot be aimed at one bucket).
   std::optional<std::uint64_t> hash_seed;

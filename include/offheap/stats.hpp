@@ -46,6 +46,12 @@ struct Stats {
   std::uint64_t index_tombstones = 0;
   double index_load = 0;  ///< (live + tombstones) / capacity
 
+  // Reclamation (epoch-based): index tables replaced by growth, waiting for
+  // readers that may still be inside them. Bounded: each is at most half the
+  // size of its successor.
+  std::uint64_t retired_tables = 0;
+  std::uint64_t retired_bytes = 0;  ///< included in mapped_bytes
+
   std::uint32_t shards = 0;
 };
 

@@ -16,14 +16,16 @@
 // and counters all live in mapped memory: the heap holds a few objects per
 // store and none per record.
 //
-// Thread safety. Readers (get, read, view, contains, get_value, size,
-// for_each, stats) never take a lock. Writers serialize on the shard's lock
-// from the Policy; with NullLock, the program must keep writers to one thread
-// at a time. Concurrent writers with concurrent index growth are made safe by
-// the epoch reclamation of a later release; until then a store must not be
-// written by one thread while another reads it (see README, "Limits").
+// Thread safety: every member may be called from any number of threads at
+// once. Readers (get, read, view, contains, get_value, size, for_each) take
+// no lock and write no shared cache line: they publish an epoch in their own
+// per-thread slot (detail/epoch.hpp) and validate what they read with record
+// stamps. Writers serialize per shard on the Policy's lock; writers to
+// different shards never wait for each other. With NullLock the program must
+// keep writers of a store to one thread at a time.
 #pragma once
 
+#include <offheap/detail/epoch.hpp>
 #include <offheap/detail/hash.hpp>
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/record.hpp>
@@ -36,8 +38,10 @@
 #include <offheap/value_type.hpp>
 #include <offheap/view.hpp>
 
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -45,8 +49,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
+#include <new>
 
 namespace offheap {
 
@@ -68,9 +74,12 @@ class OffHeapStore {
   explicit OffHeapStore(Options options = {})
       : options_(checked(std::move(options))),
         hash_(options_.hash_seed ? *options_.hash_seed : detail::random_u64()),
+        domain_(detail::EpochDomain::instance()),
         counters_(options_.name),
-        shard_(std::make_unique<Shard>(shard_config(options_), options_.name, hash_)) {}
+        shards_(options_.shards, shard_config(options_), options_.name, hash_, domain_) {}
 
+  /// Requires: no other thread is using the store.
+  ~OffHeapStore() = default;
   OffHeapStore(const OffHeapStore&) = delete;
   OffHeapStore& operator=(const OffHeapStore&) = delete;
 
@@ -111,14 +120,16 @@ class OffHeapStore {
   /// Throws: Error(key_too_large).
   bool remove(std::string_view key) {
     check_key(key);
-    return shard_->erase(key, hash_(key), nullptr);
+    const std::uint64_t h = hash_(key);
+    return shards_.for_hash(h).erase(key, h, nullptr);
   }
 
   /// Effects: removes key only if its value equals expected.
   /// Returns: true if it removed. Throws: Error(key_too_large).
   bool remove(std::string_view key, std::string_view expected) {
     check_key(key);
-    return shard_->erase(key, hash_(key), &expected);
+    const std::uint64_t h = hash_(key);
+    return shards_.for_hash(h).erase(key, h, &expected);
   }
 
   /// Effects: stores the bytes of a trivially copyable value with T's type
@@ -132,16 +143,26 @@ class OffHeapStore {
     write(key, v, tag, Shard::Mode::upsert);
   }
 
-  /// Effects: removes every record; memory stays mapped for reuse but its
-  /// pages go back to the OS. Throws: Error(out_of_space) if a fresh index
-  /// cannot be mapped (the store is unchanged then).
-  void clear() { shard_->clear(); }
+  /// Effects: removes every record, shard by shard (a concurrent reader may
+  /// see some shards cleared and others not); memory stays mapped for reuse
+  /// but its pages go back to the OS.
+  void clear() noexcept {
+    for (Shard& s : shards_) s.clear();
+  }
+
+  /// Effects: one maintenance round on this thread: frees index tables that
+  /// growth replaced once no reader can still be inside them (writers also
+  /// do this as they go; call it after growth when writes stop).
+  void maintain() {
+    for (Shard& s : shards_) s.maintain();
+  }
 
   // ---- reads ------------------------------------------------------------------
 
   /// Returns: whether key is present. Thread safety: lock-free.
   bool contains(std::string_view key) const {
-    return counted(contains_uncounted(key));
+    return find(key, true, [](detail::Location, const std::byte*, const detail::record::Meta&,
+                              std::uint64_t) { return true; });
   }
 
   /// Returns: a copy of key's value, or nullopt. Allocates the string; use
@@ -156,14 +177,12 @@ class OffHeapStore {
   /// allocation when it is large enough). out is unspecified on a miss.
   /// Returns: whether key was present. Thread safety: lock-free.
   bool get(std::string_view key, std::string& out) const {
-    if (key.size() > kMaxKeyBytes) return counted(false);
-    return counted(shard_->lookup(key, hash_(key), [&](detail::Location, const std::byte* rec,
-                                                       const detail::record::Meta& m,
-                                                       std::uint64_t stamp) {
+    return find(key, true, [&](detail::Location, const std::byte* rec,
+                               const detail::record::Meta& m, std::uint64_t stamp) {
       out.resize(m.value_len);
       detail::record::copy_out(out.data(), rec, m.key_len, m.value_len);
       return detail::record::validate(rec, stamp);
-    }));
+    });
   }
 
   /// Effects: calls fn(std::string_view value) on key's value in place, with
@@ -175,29 +194,22 @@ class OffHeapStore {
   /// The string_view is valid only during the call.
   template <class F>
   bool read(std::string_view key, F&& fn) const {
-    if (key.size() > kMaxKeyBytes) return counted(false);
-    return counted(shard_->lookup(key, hash_(key), [&](detail::Location, const std::byte* rec,
-                                                       const detail::record::Meta& m,
-                                                       std::uint64_t stamp) {
+    return find(key, true, [&](detail::Location, const std::byte* rec,
+                               const detail::record::Meta& m, std::uint64_t stamp) {
       fn(std::string_view(detail::record::value_bytes(rec, m.key_len), m.value_len));
       return detail::record::validate(rec, stamp);
-    }));
+    });
   }
 
   /// Returns: a RecordView of key's current record, or an empty view if the
   /// key is absent (view.hpp). Allocates only for keys over 64 bytes.
   View view(std::string_view key) const {
     View v;
-    if (key.size() > kMaxKeyBytes) {
-      counted(false);
-      return v;
-    }
-    counted(shard_->lookup(key, hash_(key), [&](detail::Location loc, const std::byte*,
-                                                const detail::record::Meta& m,
-                                                std::uint64_t stamp) {
+    find(key, true, [&](detail::Location loc, const std::byte*, const detail::record::Meta& m,
+                        std::uint64_t stamp) {
       v = View(this, loc, stamp, key, m.value_len, m.type);
       return true;
-    }));
+    });
     return v;
   }
 
@@ -210,18 +222,15 @@ class OffHeapStore {
     std::array<char, (sizeof(T) + 7) / 8 * 8> bytes{};
     std::uint8_t found_tag = 0;
     std::uint32_t found_len = 0;
-    const bool hit =
-        key.size() <= kMaxKeyBytes &&
-        shard_->lookup(key, hash_(key), [&](detail::Location, const std::byte* rec,
-                                            const detail::record::Meta& m, std::uint64_t stamp) {
-          found_tag = m.type;
-          found_len = m.value_len;
-          if (m.type == tag && m.value_len == sizeof(T)) {
-            detail::record::copy_out(bytes.data(), rec, m.key_len, sizeof(T));
-          }
-          return detail::record::validate(rec, stamp);
-        });
-    counted(hit);
+    const bool hit = find(key, true, [&](detail::Location, const std::byte* rec,
+                                         const detail::record::Meta& m, std::uint64_t stamp) {
+      found_tag = m.type;
+      found_len = m.value_len;
+      if (m.type == tag && m.value_len == sizeof(T)) {
+        detail::record::copy_out(bytes.data(), rec, m.key_len, sizeof(T));
+      }
+      return detail::record::validate(rec, stamp);
+    });
     if (!hit) return std::nullopt;
     if (found_tag != tag || found_len != sizeof(T)) {
       throw Error(Errc::type_mismatch,
@@ -236,26 +245,32 @@ class OffHeapStore {
   }
 
   /// Returns: the number of live records. Thread safety: lock-free.
-  std::uint64_t size() const noexcept { return shard_->size(); }
+  std::uint64_t size() const noexcept {
+    std::uint64_t n = 0;
+    for (const Shard& s : shards_) n += s.size();
+    return n;
+  }
   bool empty() const noexcept { return size() == 0; }
 
   /// Effects: calls fn(std::string_view key, std::string_view value) once for
   /// every record present throughout the walk, on copies validated against
-  /// their stamps (so fn always sees whole values). fn may write to the
-  /// store; records written meanwhile may or may not be visited.
+  /// their stamps (so fn always sees whole values). fn may read and write
+  /// the store; records written meanwhile may or may not be visited. The walk
+  /// holds back the freeing of index tables replaced meanwhile until it ends.
   /// The string_views are valid only during each call.
   template <class F>
   void for_each(F&& fn) const {
     std::string k, v;
-    shard_->for_each(fn, k, v);
+    const detail::EpochGuard guard(domain_);
+    for (const Shard& s : shards_) s.for_each(fn, k, v);
   }
 
   /// Returns: counters, contents, memory and index figures (stats.hpp).
   Stats stats() const {
     Stats s;
     s.name = options_.name;
-    s.shards = 1;
-    shard_->add_stats(s);
+    s.shards = shards_.size();
+    for (const Shard& sh : shards_) sh.add_stats(s);
     counters_.sum(s.hits, s.misses);
     s.gets = s.hits + s.misses;
     s.mapped_bytes += detail::ReadCounters::mapped_bytes();
@@ -270,7 +285,13 @@ class OffHeapStore {
   /// Effects: checks the store's internal invariants record by record (for
   /// tests and debugging; O(journal), blocks writers meanwhile).
   /// Returns: "" if they hold, else a description of the first violation.
-  std::string verify() const { return shard_->verify(); }
+  std::string verify() const {
+    for (const Shard& s : shards_) {
+      std::string problem = s.verify();
+      if (!problem.empty()) return problem;
+    }
+    return {};
+  }
 
   /// The store's name, as used in error messages.
   const std::string& name() const noexcept { return options_.name; }
@@ -282,6 +303,11 @@ class OffHeapStore {
 
   static Options checked(Options o) {
     if (o.name.empty()) o.name = "anonymous store";
+    if (o.shards > 1024) {
+      throw Error(Errc::invalid_argument, o.name + ": Options::shards is " +
+                                              std::to_string(o.shards) + "; the limit is 1024");
+    }
+    if (o.shards == 0) o.shards = default_shards();
     const std::uint64_t page = detail::page_size();
     o.min_chunk_bytes = detail::round_up(o.min_chunk_bytes, page);
     o.max_chunk_bytes = detail::round_up(o.max_chunk_bytes, page);
@@ -299,9 +325,57 @@ class OffHeapStore {
     detail::ShardConfig c;
     c.journal.min_chunk_bytes = o.min_chunk_bytes;
     c.journal.max_chunk_bytes = o.max_chunk_bytes;
-    c.expected_entries = o.expected_entries;
+    // Keys spread over shards binomially: room for four standard deviations
+    // above the mean, so that a store filled to expected_entries never grows.
+    if (o.expected_entries != 0) {
+      const double per = static_cast<double>(o.expected_entries) / o.shards;
+      c.expected_entries = static_cast<std::uint64_t>(per + 4 * std::sqrt(per) + 16);
+    }
     return c;
   }
+
+  static std::uint32_t default_shards() noexcept {
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    return std::min<std::uint32_t>(64, std::bit_ceil(hw));
+  }
+
+  /// The shards, constructed in place in one block: a shard is a few pointers
+  /// away from the hash, with no extra indirection.
+  class Shards {
+   public:
+    Shards(std::uint32_t n, const detail::ShardConfig& c, const std::string& name,
+           const typename P::Hash& hash, detail::EpochDomain& domain)
+        : n_(n),
+          shards_(static_cast<Shard*>(::operator new(sizeof(Shard) * n, std::align_val_t{64}))) {
+      std::uint32_t built = 0;
+      try {
+        for (; built < n; ++built) new (shards_ + built) Shard(c, name, hash, domain);
+      } catch (...) {
+        while (built > 0) shards_[--built].~Shard();
+        ::operator delete(shards_, std::align_val_t{64});
+        throw;
+      }
+    }
+    ~Shards() {
+      for (std::uint32_t i = n_; i > 0; --i) shards_[i - 1].~Shard();
+      ::operator delete(shards_, std::align_val_t{64});
+    }
+    Shards(const Shards&) = delete;
+    Shards& operator=(const Shards&) = delete;
+
+    /// Bits 24-55 of the hash pick the shard (the index uses the low bits
+    /// and bits 57-63), by multiply-shift: any shard count works.
+    Shard& for_hash(std::uint64_t h) const noexcept {
+      return shards_[((h >> 24) & 0xFFFFFFFFu) * n_ >> 32];
+    }
+    std::uint32_t size() const noexcept { return n_; }
+    Shard* begin() const noexcept { return shards_; }
+    Shard* end() const noexcept { return shards_ + n_; }
+
+   private:
+    std::uint32_t n_;
+    Shard* shards_;
+  };
 
   void check_key(std::string_view key) const {
     if (key.size() > kMaxKeyBytes) [[unlikely]] throw_too_large(key, {});
@@ -337,19 +411,23 @@ class OffHeapStore {
 
   bool write(std::string_view key, std::string_view value, std::uint8_t type,
              typename Shard::Mode mode, std::string_view expected = {}) {
-    return shard_->write(key, hash_(key), value, type, mode, expected);
+    const std::uint64_t h = hash_(key);
+    return shards_.for_hash(h).write(key, h, value, type, mode, expected);
   }
 
-  bool counted(bool hit) const noexcept {
-    counters_.count(hit);
+  /// Every read: the key's shard, inside an epoch guard, counted as a hit
+  /// or a miss when `count`.
+  template <class OnHit>
+  bool find(std::string_view key, bool count, OnHit&& on_hit) const {
+    const std::uint32_t thread = detail::ThreadNumbers::current();
+    bool hit = false;
+    if (key.size() <= kMaxKeyBytes) [[likely]] {
+      const std::uint64_t h = hash_(key);
+      const detail::EpochGuard guard(domain_, thread);
+      hit = shards_.for_hash(h).lookup(key, h, on_hit);
+    }
+    if (count) counters_.count(thread, hit);
     return hit;
-  }
-
-  bool contains_uncounted(std::string_view key) const {
-    if (key.size() > kMaxKeyBytes) return false;
-    return shard_->lookup(key, hash_(key),
-                          [](detail::Location, const std::byte*, const detail::record::Meta&,
-                             std::uint64_t) { return true; });
   }
 
   /// For RecordView: runs fn on key's value if key's current record is the
@@ -358,8 +436,8 @@ class OffHeapStore {
   ViewStatus visit_version(std::string_view key, detail::Location loc, std::uint64_t stamp,
                            F&& fn) const {
     ViewStatus status = ViewStatus::removed;
-    shard_->lookup(key, hash_(key), [&](detail::Location l, const std::byte* rec,
-                                        const detail::record::Meta& m, std::uint64_t s) {
+    find(key, false, [&](detail::Location l, const std::byte* rec, const detail::record::Meta& m,
+                         std::uint64_t s) {
       if (l != loc || s != stamp) {
         status = ViewStatus::updated;
         return true;
@@ -373,8 +451,9 @@ class OffHeapStore {
 
   Options options_;
   typename P::Hash hash_;
+  detail::EpochDomain& domain_;
   detail::ReadCounters counters_;
-  std::unique_ptr<Shard> shard_;
+  Shards shards_;
 };
 
 /// A database: no eviction; readers lock-free, writers serialized.

@@ -141,12 +141,34 @@ TEST_CASE("pre-sizing from expected entries avoids growth", "[index]") {
   CHECK(x.index.capacity() == cap);
 }
 
-TEST_CASE("reset gives an empty table of the initial capacity", "[index]") {
+TEST_CASE("clear empties the table in place and moves the generation", "[index]") {
   Harness x(100);
   for (int i = 0; i < 1000; ++i) x.add(static_cast<std::uint64_t>(i) * 77777);
-  CHECK(x.index.capacity() > Index::capacity_for(100));
-  IndexTable::destroy(x.index.reset());
-  CHECK(x.index.capacity() == Index::capacity_for(100));
+  const std::uint64_t cap = x.index.capacity();
+  const IndexTable* table = x.index.acquire_table();
+  const std::uint64_t g = x.index.acquire_generation();
+  CHECK(x.index.unchanged_since(g));
+  x.index.clear();
+  CHECK_FALSE(x.index.unchanged_since(g));
+  CHECK(x.index.acquire_table() == table);  // no new table: nothing to retire
+  CHECK(x.index.capacity() == cap);
   CHECK(x.index.size() == 0);
-  CHECK_FALSE(x.find(0, Location::make(0, 0)).found);
+  CHECK(x.index.tombstones() == 0);
+  for (int i = 0; i < 1000; ++i) {
+    CHECK_FALSE(x.find(static_cast<std::uint64_t>(i) * 77777, Location::make(0, 8 * static_cast<std::uint64_t>(i))).found);
+  }
+  x.hash_of.clear();
+  const Location l = x.add(5);
+  CHECK(x.find(5, l).found);
+}
+
+TEST_CASE("growth publishes the new table before it moves the generation", "[index]") {
+  Harness x(0);
+  const std::uint64_t g = x.index.acquire_generation();
+  const IndexTable* before = x.index.acquire_table();
+  for (int i = 0; i < 7; ++i) x.add(static_cast<std::uint64_t>(i) << 3);
+  CHECK(x.index.unchanged_since(g));  // no growth yet
+  x.add(99);
+  CHECK_FALSE(x.index.unchanged_since(g));
+  CHECK(x.index.acquire_table() != before);
 }

@@ -42,7 +42,8 @@ TEST_CASE("per-thread counters add up across threads", "[thread_slots]") {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 10000; ++i) c.count(i % (t + 2) == 0);
+      const std::uint32_t n = ThreadNumbers::current();
+      for (int i = 0; i < 10000; ++i) c.count(n, i % (t + 2) == 0);
     });
   }
   for (auto& t : threads) t.join();

@@ -67,8 +67,9 @@ class EpochDomain {
 
   // ---- read side -------------------------------------------------------------
 
-  void enter() noexcept {
-    const std::uint32_t n = ThreadNumbers::current();
+  /// Requires: n is ThreadNumbers::current() (passed in: the caller needs
+  /// it for its counters too).
+  void enter(std::uint32_t n) noexcept {
     if (n == kMaxThreads) [[unlikely]] {
       // seq_cst: pairs with the seq_cst load in safe_epoch().
       overflow_readers_.fetch_add(1, std::memory_order_seq_cst);
@@ -89,8 +90,7 @@ class EpochDomain {
     }
   }
 
-  void leave() noexcept {
-    const std::uint32_t n = ThreadNumbers::current();
+  void leave(std::uint32_t n) noexcept {
     if (n == kMaxThreads) [[unlikely]] {
       overflow_readers_.fetch_sub(1, std::memory_order_release);
       return;
@@ -183,15 +183,18 @@ class EpochDomain {
 /// stays mapped until the guard ends.
 class EpochGuard {
  public:
-  explicit EpochGuard(EpochDomain& d = EpochDomain::instance()) noexcept : domain_(d) {
-    domain_.enter();
+  explicit EpochGuard(EpochDomain& d = EpochDomain::instance(),
+                      std::uint32_t thread = ThreadNumbers::current()) noexcept
+      : domain_(d), thread_(thread) {
+    domain_.enter(thread_);
   }
-  ~EpochGuard() { domain_.leave(); }
+  ~EpochGuard() { domain_.leave(thread_); }
   EpochGuard(const EpochGuard&) = delete;
   EpochGuard& operator=(const EpochGuard&) = delete;
 
  private:
   EpochDomain& domain_;
+  std::uint32_t thread_;
 };
 
 }  // namespace offheap::detail

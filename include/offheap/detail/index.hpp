@@ -5,7 +5,7 @@
 //
 //   +--------------------+---------------------------+-----------------------------+
 //   | capacity, bytes,   | control bytes, 1 per slot | locations, 8 bytes per slot |
-//   | retired link: 24 B | (capacity)                | (8 x capacity)              |
+//   | retirement: 32 B   | (capacity)                | (8 x capacity)              |
 //   +--------------------+---------------------------+-----------------------------+
 //
 //   control byte: 0x00 empty, 0x01 tombstone, 0x80 | 7 hash bits: full
@@ -27,6 +27,13 @@
 // acquire and then the location with acquire sees the record the location
 // leads to. A new table is published with a release store of the table
 // pointer after it is complete; the old one goes to the caller to retire.
+//
+// A generation counter says when readers' conclusions from a table went
+// stale: growth bumps it after publishing the new table (an old table is
+// frozen from then on), clear() bumps it before emptying the table in place.
+// A reader loads the generation before the table and accepts a hit or a miss
+// only if the generation has not moved. It is a 64-bit count, so unlike a
+// table address it never comes back.
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
@@ -41,9 +48,10 @@
 namespace offheap::detail {
 
 struct IndexTable {
-  std::uint64_t capacity;      // slots, a power of two >= 8
-  std::uint64_t mapped_bytes;  // of the whole block
-  IndexTable* next_retired;    // links tables waiting to be freed
+  std::uint64_t capacity;       // slots, a power of two >= 8
+  std::uint64_t mapped_bytes;   // of the whole block
+  IndexTable* next_retired;     // links tables waiting to be freed
+  std::uint64_t retire_epoch;   // the epoch they were retired in
 
   std::uint64_t groups() const noexcept { return capacity / 8; }
   std::uint64_t* ctrl_words() noexcept { return reinterpret_cast<std::uint64_t*>(this + 1); }
@@ -125,8 +133,9 @@ class Index {
   }
 
   Index(std::uint64_t expected_entries, const std::string& name)
-      : name_(name), initial_capacity_(capacity_for(expected_entries)) {
-    table_.store(IndexTable::create(initial_capacity_, name_), std::memory_order_relaxed);
+      : name_(name) {
+    table_.store(IndexTable::create(capacity_for(expected_entries), name_),
+                 std::memory_order_relaxed);
   }
   Index(const Index&) = delete;
   Index& operator=(const Index&) = delete;
@@ -134,12 +143,20 @@ class Index {
 
   // ---- reader side ---------------------------------------------------------
 
+  /// Load first, then the table. Acquire pairs with the release store in
+  /// grow() (a reader that sees the new generation sees the new table) and
+  /// in clear().
+  std::uint64_t acquire_generation() const noexcept {
+    return generation_.load(std::memory_order_acquire);
+  }
   /// The current table. Pairs with the release store in publish().
   const IndexTable* acquire_table() const noexcept { return table_.load(std::memory_order_acquire); }
-  /// True while `t` is still the current table. Callers order their earlier
-  /// loads before this one with an acquire fence.
-  bool is_current(const IndexTable* t) const noexcept {
-    return table_.load(std::memory_order_relaxed) == t;
+  /// True while no growth or clear() happened since `generation` was loaded.
+  /// Callers order their earlier loads before this one with an acquire fence;
+  /// the writer's release fence in clear() and the release fence of every
+  /// record write after a bump pair with it.
+  bool unchanged_since(std::uint64_t generation) const noexcept {
+    return generation_.load(std::memory_order_relaxed) == generation;
   }
 
   // ---- writer side (the shard's lock is held) ------------------------------
@@ -235,18 +252,29 @@ class Index {
     }
     tombstones_ = 0;
     publish(t);
+    // After the publish: a reader that sees this generation sees the new table.
+    generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     return old;
   }
 
-  /// Replaces the table with an empty one of the initial capacity; returns
-  /// the old one for the caller to retire. Throws like grow().
-  IndexTable* reset() {
-    IndexTable* t = IndexTable::create(initial_capacity_, name_);
-    IndexTable* old = table();
+  /// Empties the table in place (it keeps its capacity; the pages of its
+  /// locations go back to the OS). Readers inside it conclude nothing from
+  /// what they read: the generation moves first.
+  void clear() noexcept {
+    generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    // Pairs with the reader's acquire fence before unchanged_since(): a reader
+    // that sees any of the stores below sees the new generation.
+    std::atomic_thread_fence(std::memory_order_release);
+    IndexTable* t = table();
+    for (std::uint64_t g = 0; g < t->groups(); ++g) store_relaxed(t->ctrl_words() + g, 0);
+    // Locations of empty slots are never read: hand their whole pages back.
+    const auto begin = reinterpret_cast<std::uintptr_t>(t->locations());
+    const auto end = begin + t->capacity * 8;
+    const std::uintptr_t first = round_up(begin, page_size());
+    const std::uintptr_t last = end / page_size() * page_size();
+    if (last > first) discard_pages(reinterpret_cast<void*>(first), last - first);
     full_ = 0;
     tombstones_ = 0;
-    publish(t);
-    return old;
   }
 
   std::uint64_t size() const noexcept { return full_; }
@@ -283,8 +311,8 @@ class Index {
   }
 
   const std::string& name_;  // the store's name, which outlives the index
-  std::uint64_t initial_capacity_;
   std::atomic<IndexTable*> table_{nullptr};
+  std::atomic<std::uint64_t> generation_{1};
   std::uint64_t full_ = 0;
   std::uint64_t tombstones_ = 0;
 };

@@ -14,6 +14,17 @@
 
 #include <time.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define OFFHEAP_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OFFHEAP_ASAN 1
+#endif
+#endif
+#if defined(OFFHEAP_ASAN)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -59,6 +70,25 @@ inline void unmap(void* p, std::uint64_t bytes) noexcept {
 /// pages read back as zeros afterwards. `p` and `bytes` are page-aligned.
 inline void discard_pages(void* p, std::uint64_t bytes) noexcept {
   if (bytes != 0) ::madvise(p, bytes, MADV_DONTNEED);
+}
+
+/// AddressSanitizer builds poison memory the engine has freed but keeps
+/// mapped, so that a stray access is reported; elsewhere these do nothing.
+inline void asan_poison(const void* p, std::uint64_t bytes) noexcept {
+#if defined(OFFHEAP_ASAN)
+  ASAN_POISON_MEMORY_REGION(p, bytes);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+inline void asan_unpoison(const void* p, std::uint64_t bytes) noexcept {
+#if defined(OFFHEAP_ASAN)
+  ASAN_UNPOISON_MEMORY_REGION(p, bytes);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 /// 64 bits from the kernel's random source, for per-store hash seeds.

@@ -14,10 +14,16 @@
 // Reads take no lock: they walk the index, validate each candidate record
 // with its stamp, and draw a conclusion (this key, another key, gone) only
 // from words read between two equal stamps, from a slot that still leads to
-// the same record, in a table that is still current.
+// the same record, while the index generation has not moved. Callers hold
+// an EpochGuard, so an index table replaced by growth stays mapped until
+// they are done (epoch.hpp); chunks are never unmapped while the store lives.
+// A reader that loses many races in a row to writers of its record takes the
+// writer lock for one read, so a key under continuous rewrite is still read
+// in bounded time (not with NullLock, where it keeps yielding).
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
+#include <offheap/detail/epoch.hpp>
 #include <offheap/detail/free_lists.hpp>
 #include <offheap/detail/index.hpp>
 #include <offheap/detail/journal.hpp>
@@ -35,12 +41,16 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 
 namespace offheap::detail {
 
 /// Spins briefly, then yields, while a reader waits out a writer.
 class Backoff {
  public:
+  /// Rounds after which a reader takes the writer lock for one read.
+  static constexpr unsigned kPatience = 256;
+
   void pause() noexcept {
     if (++rounds_ < 64) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -50,6 +60,7 @@ class Backoff {
       std::this_thread::yield();
     }
   }
+  bool exhausted() const noexcept { return rounds_ >= kPatience; }
 
  private:
   unsigned rounds_ = 0;
@@ -67,12 +78,23 @@ class Shard {
   using Lock = typename P::Lock;
   static constexpr bool kInPlace = PolicyTraits<P>::in_place_updates;
 
-  Shard(const ShardConfig& config, const std::string& name, const Hash& hash)
-      : hash_(hash), journal_(config.journal, name), index_(config.expected_entries, name),
-        free_(journal_, name) {}
+  static constexpr bool kLocks = !std::is_same_v<Lock, NullLock>;
+
+  Shard(const ShardConfig& config, const std::string& name, const Hash& hash, EpochDomain& domain)
+      : hash_(hash), domain_(domain), journal_(config.journal, name),
+        index_(config.expected_entries, name), free_(journal_, name) {}
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
-  ~Shard() { drain_retired(); }
+  /// Requires: no reader or writer is using the shard any more.
+  ~Shard() {
+    free_retired(~std::uint64_t{0});
+    while (quarantine_ != nullptr) {
+      IndexTable* next = quarantine_->next_retired;
+      asan_unpoison(quarantine_, quarantine_->mapped_bytes);
+      IndexTable::destroy(quarantine_);
+      quarantine_ = next;
+    }
+  }
 
   // ---- reads (no lock) -------------------------------------------------------
 
@@ -81,53 +103,25 @@ class Shard {
   /// whose header and key have been validated against `stamp`. on_hit reads
   /// what it needs and returns record::validate(rec, stamp); on false the
   /// lookup tries again. Returns whether the key was found.
+  /// Requires: the caller holds an EpochGuard.
   template <class OnHit>
   bool lookup(std::string_view key, std::uint64_t h, OnHit&& on_hit) const {
     Backoff backoff;
-    const std::uint8_t tag = ctrl::tag_of(h);
-    for (;;) {
-      const IndexTable* t = index_.acquire_table();
-      const std::uint64_t* ctrls = t->ctrl_words();
-      const std::uint64_t* locs = t->locations();
-      bool restart = false;
-      for (ProbeSeq seq(h, t->groups()); !restart; seq.next()) {
-        const std::uint64_t g = seq.group();
-        // Pairs with the release store in Index::set_ctrl.
-        const std::uint64_t w = load_acquire(ctrls + g);
-        for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
-          const Examined e = examine(t, locs + g * 8 + ctrl::first(m), key, on_hit, backoff);
-          if (e == Examined::hit) return true;
-          if (e == Examined::restart) {
-            restart = true;
-            break;
-          }
-        }
-        if (!restart && ctrl::match_empty(w)) {
-          // A miss is a conclusion about this table: it must still be current.
-          if (index_.is_current(t)) return false;
-          restart = true;
-        }
-      }
-      backoff.pause();
-    }
+    const Probe p = probe(key, h, on_hit, backoff, kLocks);
+    if (p != Probe::starved) [[likely]] return p == Probe::hit;
+    // Writers kept changing the record under this reader: read it once with
+    // them held off. (Writers do not wait for readers otherwise.)
+    std::lock_guard<Lock> guard(lock_);
+    Backoff locked;
+    return probe(key, h, on_hit, locked, false) == Probe::hit;
   }
 
   /// Calls fn(key, value) for every live record, on copies validated by
   /// their stamps (kbuf and vbuf are reused). Writes made meanwhile, by fn or
-  /// others, may or may not be seen; tables they retire stay mapped until the
-  /// walk ends.
+  /// others, may or may not be seen. Requires: the caller holds an
+  /// EpochGuard (the walk's table stays mapped through growth).
   template <class F>
   void for_each(F& fn, std::string& kbuf, std::string& vbuf) const {
-    iterating_.fetch_add(1, std::memory_order_relaxed);
-    struct Done {
-      const Shard* s;
-      ~Done() {
-        if (s->iterating_.fetch_sub(1, std::memory_order_relaxed) == 1) {
-          std::lock_guard<Lock> g(s->lock_);
-          if (s->iterating_.load(std::memory_order_relaxed) == 0) s->drain_retired();
-        }
-      }
-    } done{this};
     const IndexTable* t = index_.acquire_table();
     for (std::uint64_t g = 0; g < t->groups(); ++g) {
       const std::uint64_t w = load_acquire(t->ctrl_words() + g);
@@ -189,6 +183,7 @@ class Shard {
     key_value_bytes_ += key.size() + value.size();
     live_bytes_ += record::kHeaderBytes + s.capacity;
     ++puts_;
+    if (retired_ != nullptr && ++writes_since_reclaim_ % 1024 == 0) reclaim();
     return true;
   }
 
@@ -215,17 +210,23 @@ class Shard {
     return true;
   }
 
-  /// Drops every record. Throws Error(out_of_space) if a fresh index cannot
-  /// be mapped; the shard is unchanged then.
-  void clear() {
+  /// Drops every record. The index is emptied in place and the journal's
+  /// pages go back to the OS (they read as zeros, which no stamp accepts);
+  /// nothing is unmapped, so readers inside need no grace period.
+  void clear() noexcept {
     std::lock_guard<Lock> guard(lock_);
-    IndexTable* old = index_.reset();  // the only step that throws
+    index_.clear();  // moves the generation first: readers inside restart
     journal_.reset();
     free_.clear();
     records_.store(0, std::memory_order_relaxed);
     key_value_bytes_ = 0;
     live_bytes_ = 0;
-    retire(old);
+  }
+
+  /// Frees retired index tables no reader can still hold. Takes the lock.
+  void maintain() {
+    std::lock_guard<Lock> guard(lock_);
+    reclaim();
   }
 
   std::uint64_t size() const noexcept { return records_.load(std::memory_order_relaxed); }
@@ -254,6 +255,11 @@ class Shard {
     s.chunks += journal_.chunks();
     s.index_capacity += index_.capacity();
     s.index_tombstones += index_.tombstones();
+    for (const IndexTable* t = retired_; t != nullptr; t = t->next_retired) {
+      ++s.retired_tables;
+      s.retired_bytes += t->mapped_bytes;
+      s.mapped_bytes += t->mapped_bytes;
+    }
   }
 
   const Journal& journal() const noexcept { return journal_; }
@@ -323,12 +329,52 @@ class Shard {
     std::uint64_t capacity;
     bool prev_free;  // the record before the slot is free
   };
-  enum class Examined { hit, other, restart };
+  enum class Examined { hit, other, restart, starved };
+  enum class Probe { hit, miss, starved };
+
+  /// One lookup through the index; `may_starve`: give up with
+  /// Probe::starved once the backoff is exhausted.
+  template <class OnHit>
+  Probe probe(std::string_view key, std::uint64_t h, OnHit& on_hit, Backoff& backoff,
+              bool may_starve) const {
+    const std::uint8_t tag = ctrl::tag_of(h);
+    for (;;) {
+      const std::uint64_t generation = index_.acquire_generation();
+      const IndexTable* t = index_.acquire_table();
+      const std::uint64_t* ctrls = t->ctrl_words();
+      const std::uint64_t* locs = t->locations();
+      bool restart = false;
+      for (ProbeSeq seq(h, t->groups()); !restart; seq.next()) {
+        const std::uint64_t g = seq.group();
+        // Pairs with the release store in Index::set_ctrl.
+        const std::uint64_t w = load_acquire(ctrls + g);
+        for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
+          const Examined e = examine(generation, locs + g * 8 + ctrl::first(m), key, on_hit,
+                                     backoff, may_starve);
+          if (e == Examined::hit) return Probe::hit;
+          if (e == Examined::starved) return Probe::starved;
+          if (e == Examined::restart) {
+            restart = true;
+            break;
+          }
+        }
+        if (!restart && ctrl::match_empty(w)) {
+          // A miss is a conclusion about this table: it must still be current.
+          // (The acquire loads above come first.)
+          if (index_.unchanged_since(generation)) return Probe::miss;
+          restart = true;
+        }
+      }
+      if (may_starve && backoff.exhausted()) return Probe::starved;
+      backoff.pause();
+    }
+  }
 
   template <class OnHit>
-  Examined examine(const IndexTable* t, const std::uint64_t* slot, std::string_view key,
-                   OnHit& on_hit, Backoff& backoff) const {
-    for (;;) {
+  Examined examine(std::uint64_t generation, const std::uint64_t* slot, std::string_view key,
+                   OnHit& on_hit, Backoff& backoff, bool may_starve) const {
+    for (;; backoff.pause()) {
+      if (may_starve && backoff.exhausted()) return Examined::starved;
       // Pairs with the release stores in Index::insert/update: the record the
       // location leads to is visible.
       const Location loc = Location::from_raw(load_acquire(slot));
@@ -338,28 +384,23 @@ class Shard {
       const std::uint64_t s1 = record::read_stamp(rec);
       if (!record::stamp_is_stable(s1)) {
         if (s1 == 0) return Examined::restart;  // zeroed by clear(): the table is stale
-        backoff.pause();
         continue;
       }
       const record::Meta m = record::read_meta(rec);
       const bool mine = m.state() == record::State::live && m.key_len == key.size() &&
                         record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail &&
                         record::key_equals(rec, key);
-      if (!record::validate(rec, s1)) {
-        backoff.pause();
-        continue;
-      }
+      if (!record::validate(rec, s1)) continue;
       if (mine) {
-        // The record is the key's only while a current table's slot still
-        // leads to it: a stale location may land inside a newer record's
-        // bytes once its own record was freed and merged into a neighbour,
-        // or after clear(). The validate fence orders these loads after the
-        // record's words; the writer changed the slot or the table before it
-        // freed the record.
-        if (!index_.is_current(t)) return Examined::restart;
+        // The record is the key's only while the slot still leads to it and
+        // the index generation has not moved: a stale location may land
+        // inside a newer record's bytes once its own record was freed and
+        // merged into a neighbour, or after clear(). The validate fence
+        // orders these loads after the record's words; the writer changed
+        // the slot or the generation before it freed the record.
+        if (!index_.unchanged_since(generation)) return Examined::restart;
         if (load_relaxed(slot) != loc.raw()) continue;
         if (on_hit(loc, rec, m, s1)) return Examined::hit;
-        backoff.pause();
         continue;
       }
       // Another key's record, or a freed one. That holds only while the slot
@@ -506,18 +547,44 @@ class Shard {
     }));
   }
 
-  /// Frees an index table no longer current, or keeps it while a for_each
-  /// may be walking it. The lock is held.
-  void retire(IndexTable* t) const noexcept {
+  /// Hands an index table that growth replaced to the epoch domain: it is
+  /// freed once no reader can still be inside it. The lock is held.
+  void retire(IndexTable* t) noexcept {
+    t->retire_epoch = domain_.advance();
     t->next_retired = retired_;
     retired_ = t;
-    if (iterating_.load(std::memory_order_relaxed) == 0) drain_retired();
+    reclaim();
   }
-  void drain_retired() const noexcept {
-    while (retired_ != nullptr) {
-      IndexTable* next = retired_->next_retired;
-      IndexTable::destroy(retired_);
-      retired_ = next;
+
+  /// Frees the retired tables that every reader has left. The lock is held
+  /// (or the shard is being destroyed).
+  void reclaim() noexcept {
+    if (retired_ == nullptr) return;
+#if defined(OFFHEAP_TESTING_NO_GRACE_PERIOD)
+    // Test-only build: frees at once, to prove the reclamation test can fail.
+    free_retired(~std::uint64_t{0});
+#else
+    free_retired(domain_.safe_epoch());
+#endif
+  }
+
+  void free_retired(std::uint64_t safe) noexcept {
+    for (IndexTable** link = &retired_; *link != nullptr;) {
+      IndexTable* t = *link;
+      if (t->retire_epoch <= safe) {
+        *link = t->next_retired;
+#if defined(OFFHEAP_ASAN)
+        // Kept mapped but poisoned (all but the header), so that a reader
+        // that outlived its grace period is reported; unmapped with the shard.
+        asan_poison(t + 1, t->mapped_bytes - sizeof(IndexTable));
+        t->next_retired = quarantine_;
+        quarantine_ = t;
+#else
+        IndexTable::destroy(t);
+#endif
+      } else {
+        link = &t->next_retired;
+      }
     }
   }
 
@@ -527,6 +594,7 @@ class Shard {
   }
 
   const Hash& hash_;
+  EpochDomain& domain_;
   Journal journal_;
   Index index_;
   FreeLists free_;
@@ -537,8 +605,9 @@ class Shard {
   std::uint64_t live_bytes_ = 0;
   std::uint64_t puts_ = 0;
   std::uint64_t removes_ = 0;
-  mutable std::atomic<int> iterating_{0};
-  mutable IndexTable* retired_ = nullptr;
+  IndexTable* retired_ = nullptr;     // retired tables, newest first
+  IndexTable* quarantine_ = nullptr;  // AddressSanitizer builds: freed, poisoned
+  std::uint64_t writes_since_reclaim_ = 0;
 };
 
 }  // namespace offheap::detail

@@ -99,8 +99,8 @@ class ReadCounters {
   ReadCounters& operator=(const ReadCounters&) = delete;
   ~ReadCounters() { unmap(lines_, mapped_bytes()); }
 
-  void count(bool hit) const noexcept {
-    const std::uint32_t n = ThreadNumbers::current();
+  /// Requires: n is ThreadNumbers::current().
+  void count(std::uint32_t n, bool hit) const noexcept {
     std::atomic_ref<std::uint64_t> c(hit ? lines_[n].hits : lines_[n].misses);
     if (n != kMaxThreads) {
       // Only this thread writes this line: a relaxed load and store suffice.

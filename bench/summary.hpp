@@ -6,9 +6,10 @@
 // The trade-off: this machine is shared and its speed swings, so one
 // benchmark's mean says little. The reporter keeps each repetition's figures
 // (keyed by the registered name) and the summary quotes medians and ratios of
-// medians of subjects measured in the same interleaved run. On screen it shows
-// Google Benchmark's aggregates (mean, median, stddev, cv) rather than every
-// repetition; --benchmark_out still receives every run.
+// medians of subjects measured in the same interleaved run. A benchmark run
+// on several thread counts is kept once per count, as "name/threads:N". On
+// screen it shows Google Benchmark's aggregates (mean, median, stddev, cv)
+// rather than every repetition; --benchmark_out still receives every run.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -41,7 +42,7 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     std::vector<Run> shown;
     for (const Run& r : runs) {
-      const std::string& name = r.run_name.function_name;
+      const std::string name = key_of(r);
       if (r.error_occurred) {
         errors_.push_back(name + ": " + r.error_message);
         shown.push_back(r);
@@ -58,8 +59,16 @@ class SummaryReporter : public benchmark::ConsoleReporter {
     if (!shown.empty()) ConsoleReporter::ReportRuns(shown);
   }
 
-  /// Every repetition of `name`; with --benchmark_display_aggregates_only the
-  /// repetitions never reach this reporter and the median aggregate stands in.
+  /// The name samples are kept under: the registered name, plus
+  /// "/threads:N" for a benchmark registered with Threads().
+  static std::string key_of(const Run& r) {
+    const benchmark::BenchmarkName& n = r.run_name;
+    return n.threads.empty() ? n.function_name : n.function_name + "/" + n.threads;
+  }
+
+  /// Every repetition of `name` (see key_of); with
+  /// --benchmark_display_aggregates_only the repetitions never reach this
+  /// reporter and the median aggregate stands in.
   std::vector<Sample> samples(const std::string& name) const {
     if (const auto it = samples_.find(name); it != samples_.end()) return it->second;
     if (const auto it = medians_.find(name); it != medians_.end()) return {it->second};

@@ -196,7 +196,7 @@ class OffHeapStore {
   bool read(std::string_view key, F&& fn) const {
     return find(key, true, [&](detail::Location, const std::byte* rec,
                                const detail::record::Meta& m, std::uint64_t stamp) {
-      fn(std::string_view(detail::record::value_bytes(rec, m.key_len), m.value_len));
+      call_in_place(fn, rec, m);
       return detail::record::validate(rec, stamp);
     });
   }
@@ -415,6 +415,22 @@ class OffHeapStore {
     return shards_.for_hash(h).write(key, h, value, type, mode, expected);
   }
 
+  /// Calls fn on a record's value where it lies. ThreadSanitizer cannot see
+  /// that the stamps validate what fn read, and would report the callback's
+  /// plain loads racing a writer's stores: TSan builds hand fn a copy made
+  /// with the engine's atomic word loads instead (same lifetime, same bytes).
+  template <class F>
+  static void call_in_place(F& fn, const std::byte* rec, const detail::record::Meta& m) {
+#if defined(OFFHEAP_TSAN)
+    thread_local std::string copy;
+    copy.resize(m.value_len);
+    detail::record::copy_out(copy.data(), rec, m.key_len, m.value_len);
+    fn(std::string_view(copy));
+#else
+    fn(std::string_view(detail::record::value_bytes(rec, m.key_len), m.value_len));
+#endif
+  }
+
   /// Every read: the key's shard, inside an epoch guard, counted as a hit
   /// or a miss when `count`.
   template <class OnHit>
@@ -436,17 +452,19 @@ class OffHeapStore {
   ViewStatus visit_version(std::string_view key, detail::Location loc, std::uint64_t stamp,
                            F&& fn) const {
     ViewStatus status = ViewStatus::removed;
-    find(key, false, [&](detail::Location l, const std::byte* rec, const detail::record::Meta& m,
-                         std::uint64_t s) {
+    // The callback below may run more than once; only the run that ends the
+    // lookup counts, and none does if the key went away meanwhile.
+    const bool found = find(key, false, [&](detail::Location l, const std::byte* rec,
+                                            const detail::record::Meta& m, std::uint64_t s) {
       if (l != loc || s != stamp) {
         status = ViewStatus::updated;
         return true;
       }
       status = ViewStatus::live;
-      fn(std::string_view(detail::record::value_bytes(rec, m.key_len), m.value_len));
+      call_in_place(fn, rec, m);
       return detail::record::validate(rec, s);
     });
-    return status;
+    return found ? status : ViewStatus::removed;
   }
 
   Options options_;

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <thread>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -215,4 +216,69 @@ TEST_CASE("the heap does not grow with the number of records", "[alloc]") {
   CHECK(store.size() == kRecords + 1);
   // The records went to mapped memory instead.
   CHECK(store.stats().live_bytes >= kRecords * (16 + 48));
+}
+
+TEST_CASE("two readers and a writer allocate nothing after warm-up", "[alloc]") {
+  // The concurrency issue's version of the test above: readers on their own
+  // threads (epoch slots, counter lines), a writer overwriting, removing and
+  // re-adding keys of a pre-sized store. Every call of the window is counted.
+  constexpr std::size_t kKeys = 20000;
+  const Keys keys(kKeys, "t:");
+  const std::string v64(64, 'v'), v200(200, 'w');
+  offheap::Options o;
+  o.expected_entries = kKeys;
+  offheap::Store store(o);
+  for (std::size_t i = 0; i < kKeys; ++i) store.put(keys[i], v64);
+
+  std::atomic<int> phase{0};  // 0 warm-up, 1 measure, 2 stop
+  std::atomic<int> warmed{0};
+  std::atomic<std::uint64_t> reader_ops{0}, writer_ops{0}, wrong{0};
+  const auto reader = [&](std::size_t seed) {
+    std::string out;
+    out.reserve(256);
+    std::uint64_t ops = 0, bad = 0;
+    for (std::size_t i = seed; phase.load(std::memory_order_relaxed) < 2; ++i) {
+      const std::string_view k = keys[(i * 7919) % kKeys];
+      if (store.get(k, out)) bad += !(out == v64 || out == v200);
+      std::size_t n = 0;
+      store.read(k, [&](std::string_view v) { n = v.size(); });
+      bad += n != 0 && n != 64 && n != 200;
+      store.contains(k);
+      const auto view = store.view(k);
+      if (view) {
+        try {
+          bad += view.read([](std::string_view v) { return v.size() == 64 || v.size() == 200 ? 0 : 1; });
+        } catch (const offheap::StaleView&) {
+        }
+      }
+      if (++ops == 1000) warmed.fetch_add(1);
+    }
+    reader_ops.fetch_add(ops);
+    wrong.fetch_add(bad);
+  };
+  std::thread r1(reader, 1), r2(reader, 2);
+  std::uint64_t ops = 0;
+  const auto write_round = [&] {
+    for (std::size_t i = 0; i < kKeys; i += 3) {
+      store.put(keys[i], (i / 3) % 2 ? v64 : v200);  // in place, and moves
+      store.remove(keys[i + 1 < kKeys ? i + 1 : i]);
+      store.put(keys[i + 1 < kKeys ? i + 1 : i], v64);
+      ops += 3;
+    }
+  };
+  while (warmed.load() < 2) write_round();
+  write_round();
+  phase.store(1);
+  const std::uint64_t before = allocations();
+  for (int round = 0; round < 20; ++round) write_round();
+  const std::uint64_t during = allocations() - before;
+  phase.store(2);
+  r1.join();
+  r2.join();
+  writer_ops.store(ops);
+  CHECK(during == 0);
+  CHECK(wrong.load() == 0);
+  CHECK(reader_ops.load() > 2000);
+  WARN(reader_ops.load() << " reader iterations, " << writer_ops.load() << " writes, "
+                         << during << " allocations while measuring");
 }

@@ -24,6 +24,13 @@
 #if defined(OFFHEAP_ASAN)
 #include <sanitizer/asan_interface.h>
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define OFFHEAP_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define OFFHEAP_TSAN 1
+#endif
+#endif
 
 #include <sys/mman.h>
 #include <sys/random.h>

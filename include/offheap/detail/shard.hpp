@@ -110,8 +110,12 @@ class Shard {
     const Probe p = probe(key, h, on_hit, backoff, kLocks);
     if (p != Probe::starved) [[likely]] return p == Probe::hit;
     // Writers kept changing the record under this reader: read it once with
-    // them held off. (Writers do not wait for readers otherwise.)
-    std::lock_guard<Lock> guard(lock_);
+    // them held off. New writers step aside until the reader has the lock
+    // (an unfair lock would otherwise keep going to the busy writer); this is
+    // the only time writers wait for a reader.
+    starving_readers_.fetch_add(1, std::memory_order_relaxed);
+    std::unique_lock<Lock> guard(lock_);
+    starving_readers_.fetch_sub(1, std::memory_order_relaxed);
     Backoff locked;
     return probe(key, h, on_hit, locked, false) == Probe::hit;
   }
@@ -122,11 +126,12 @@ class Shard {
   /// EpochGuard (the walk's table stays mapped through growth).
   template <class F>
   void for_each(F& fn, std::string& kbuf, std::string& vbuf) const {
+    const std::uint64_t generation = index_.acquire_generation();
     const IndexTable* t = index_.acquire_table();
     for (std::uint64_t g = 0; g < t->groups(); ++g) {
       const std::uint64_t w = load_acquire(t->ctrl_words() + g);
       for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
-        if (copy_record(t->locations() + g * 8 + ctrl::first(m), kbuf, vbuf)) {
+        if (copy_record(generation, t->locations() + g * 8 + ctrl::first(m), kbuf, vbuf)) {
           fn(std::string_view(kbuf), std::string_view(vbuf));
         }
       }
@@ -142,7 +147,7 @@ class Shard {
   bool write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
              Mode mode, std::string_view expected = {}) {
     const std::uint64_t need = record::payload_for(key.size(), value.size());
-    std::lock_guard<Lock> guard(lock_);
+    const WriteLock guard(*this);
     Index::Found f = find_for_write(key, h);
     if (f.found) {
       if (mode == Mode::insert) return false;
@@ -189,7 +194,7 @@ class Shard {
 
   /// Removes `key` (only if its value equals *expected, when given).
   bool erase(std::string_view key, std::uint64_t h, const std::string_view* expected) {
-    std::lock_guard<Lock> guard(lock_);
+    const WriteLock guard(*this);
     const Index::Found f = find_for_write(key, h);
     if (!f.found) return false;
     const Location loc = index_.location(f.slot);
@@ -214,7 +219,7 @@ class Shard {
   /// pages go back to the OS (they read as zeros, which no stamp accepts);
   /// nothing is unmapped, so readers inside need no grace period.
   void clear() noexcept {
-    std::lock_guard<Lock> guard(lock_);
+    const WriteLock guard(*this);
     index_.clear();  // moves the generation first: readers inside restart
     journal_.reset();
     free_.clear();
@@ -323,6 +328,23 @@ class Shard {
   }
 
  private:
+  /// The writer lock, taken after any starving reader (see lookup()).
+  class WriteLock {
+   public:
+    explicit WriteLock(const Shard& s) noexcept : s_(s) {
+      if constexpr (kLocks) {
+        while (s_.starving_readers_.load(std::memory_order_relaxed) != 0) std::this_thread::yield();
+      }
+      s_.lock_.lock();
+    }
+    ~WriteLock() { s_.lock_.unlock(); }
+    WriteLock(const WriteLock&) = delete;
+    WriteLock& operator=(const WriteLock&) = delete;
+
+   private:
+    const Shard& s_;
+  };
+
   struct Slot {
     Location loc;
     std::byte* rec;
@@ -384,7 +406,11 @@ class Shard {
       const std::uint64_t s1 = record::read_stamp(rec);
       if (!record::stamp_is_stable(s1)) {
         if (s1 == 0) return Examined::restart;  // zeroed by clear(): the table is stale
-        continue;
+        // Odd: a write in progress at a record the slot still leads to in a
+        // current table (then wait), or bytes from a stale location that are
+        // no stamp (then move on). The acquire load of the stamp orders these.
+        if (!index_.unchanged_since(generation)) return Examined::restart;
+        continue;  // reloads the slot
       }
       const record::Meta m = record::read_meta(rec);
       const bool mine = m.state() == record::State::live && m.key_len == key.size() &&
@@ -410,34 +436,63 @@ class Shard {
     }
   }
 
-  bool copy_record(const std::uint64_t* slot, std::string& kbuf, std::string& vbuf) const {
+  /// for_each's read of one slot: copies the key's record into kbuf/vbuf and
+  /// returns true only for a record that is its key's current one. Cheap
+  /// while the walked table is current (the slot still leads to the record);
+  /// once growth or clear() moved the generation, the walked table is frozen
+  /// and its slots may lead anywhere, so each record is confirmed through a
+  /// lookup of its key. A record rewritten continuously meanwhile may be
+  /// skipped: the walk promises only keys left alone during it.
+  bool copy_record(std::uint64_t generation, const std::uint64_t* slot, std::string& kbuf,
+                   std::string& vbuf) const {
     Backoff backoff;
-    for (;;) {
+    for (; !backoff.exhausted(); backoff.pause()) {
       const Location loc = Location::from_raw(load_acquire(slot));
       std::uint64_t avail = 0;
       const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
       if (rec == nullptr) return false;
       const std::uint64_t s1 = record::read_stamp(rec);
-      if (s1 == 0) return false;
-      if (s1 & 1) {
-        backoff.pause();
+      if (s1 == 0) return false;  // zeroed by clear()
+      if ((s1 & 1) == 0) {
+        const record::Meta m = record::read_meta(rec);
+        const bool whole = m.state() == record::State::live &&
+                           record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail;
+        if (whole && record::validate(rec, s1)) {
+          kbuf.resize(m.key_len);
+          vbuf.resize(m.value_len);
+          record::copy_out(kbuf.data(), rec, 0, m.key_len);
+          record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
+          if (record::validate(rec, s1)) {
+            if (index_.unchanged_since(generation)) {
+              if (load_relaxed(slot) == loc.raw()) return true;
+              continue;  // the slot moved on: read where it leads now
+            }
+            return is_current_record(kbuf, loc, s1);
+          }
+          continue;
+        }
+        if (!record::validate(rec, s1)) continue;
+        // A stable record that is not live: the key went away, if the slot
+        // still leads here in a current table.
+        if (index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) return false;
+        if (!index_.unchanged_since(generation)) return false;  // frozen table: nothing to confirm
         continue;
       }
-      const record::Meta m = record::read_meta(rec);
-      const bool whole = m.state() == record::State::live &&
-                         record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail;
-      if (!record::validate(rec, s1)) {
-        backoff.pause();
-        continue;
-      }
-      if (!whole) return false;  // freed: the key went away during the walk
-      kbuf.resize(m.key_len);
-      vbuf.resize(m.value_len);
-      record::copy_out(kbuf.data(), rec, 0, m.key_len);
-      record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
-      if (record::validate(rec, s1)) return true;
-      backoff.pause();
+      // Odd: a write in progress, or (from a stale slot) bytes that are no
+      // record's stamp. Only the first is worth waiting for.
+      if (!index_.unchanged_since(generation)) return false;
     }
+    return false;
+  }
+
+  /// True if `key`'s current record is the one at `loc` stamped `stamp`.
+  bool is_current_record(std::string_view key, Location loc, std::uint64_t stamp) const {
+    bool same = false;
+    lookup(key, hash_(key), [&](Location l, const std::byte*, const record::Meta&, std::uint64_t s) {
+      same = l == loc && s == stamp;
+      return true;
+    });
+    return same;
   }
 
   Index::Found find_for_write(std::string_view key, std::uint64_t h) const {
@@ -505,6 +560,10 @@ class Shard {
   /// the record after it. Either way the slot's stamp changes first.
   void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept {
     constexpr std::uint64_t kHeader = record::kHeaderBytes;
+    // The slot's own stamp changes before anything else, even if it is about
+    // to vanish into the free record before it: a reader still copying it
+    // must fail its second check before a footer or link lands in its bytes.
+    record::write_free(rec, next_stamp(), cap, Location::none(), Location::none(), prev_free);
     if (prev_free) {
       const std::uint64_t pcap = record::capacity_from_footer(load_relaxed(word_at(rec - 8)));
       if (pcap + kHeader + cap <= record::kMaxFreeCapacity) {
@@ -599,6 +658,7 @@ class Shard {
   Index index_;
   FreeLists free_;
   mutable Lock lock_;
+  mutable std::atomic<std::uint32_t> starving_readers_{0};
   std::uint64_t stamp_ = 0;  // the last stamp drawn; even
   std::atomic<std::uint64_t> records_{0};
   std::uint64_t key_value_bytes_ = 0;

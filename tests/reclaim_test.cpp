@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reclamation under fire. Readers probe a shard whose index a writer keeps
+// growing and rebuilding, so that old tables are retired all the time. The
+// scenario runs in a child process. In the real build the child finishes
+// with every read right and (under AddressSanitizer, which poisons freed
+// tables) without a report. The same file is also built with
+// OFFHEAP_TESTING_NO_GRACE_PERIOD (tables freed at once, binary
+// offheap_broken_reclaim_tests, AddressSanitizer builds only), where the test
+// demands that the child dies with ASan's use-after-free report: the test
+// is shown to be able to fail.
+#include <offheap/offheap.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+/// The scenario; returns the process exit code (0: every read right).
+int churn_the_index() {
+  using namespace std::chrono_literals;
+  offheap::Options o;
+  o.shards = 1;
+  offheap::Store store(o);
+  for (int i = 0; i < 64; ++i) store.put("stable:" + std::to_string(i), "v" + std::to_string(i));
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  std::thread writer([&] {
+    // Insert a batch, remove it: growth, then rebuilds of a tombstoned table.
+    for (int round = 0; !stop.load(std::memory_order_relaxed); ++round) {
+      for (int i = 0; i < 3000; ++i) store.put("churn:" + std::to_string(i), "x");
+      for (int i = 0; i < 3000; ++i) store.remove("churn:" + std::to_string(i));
+      store.maintain();
+    }
+  });
+  const auto reader = [&] {
+    std::string out;
+    const auto until = std::chrono::steady_clock::now() + 1500ms;
+    for (int i = 0; std::chrono::steady_clock::now() < until; ++i) {
+      const int k = i % 64;
+      if (!store.get("stable:" + std::to_string(k), out) || out != "v" + std::to_string(k)) {
+        wrong.fetch_add(1);
+      }
+      store.contains("churn:" + std::to_string(i % 3000));
+    }
+  };
+  std::thread r1(reader), r2(reader);
+  r1.join();
+  r2.join();
+  stop.store(true);
+  writer.join();
+  return wrong.load() == 0 ? 0 : 3;
+}
+
+struct ChildResult {
+  int status = 0;
+  std::string stderr_text;
+};
+
+ChildResult run_in_child() {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::dup2(fds[1], 2);
+    ::_exit(churn_the_index());
+  }
+  ::close(fds[1]);
+  ChildResult r;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) r.stderr_text.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  REQUIRE(::waitpid(pid, &r.status, 0) == pid);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("retired index tables outlive every reader that may hold them", "[reclaim]") {
+  const ChildResult r = run_in_child();
+  INFO(r.stderr_text.substr(0, 4000));
+#if defined(OFFHEAP_TESTING_NO_GRACE_PERIOD)
+  // Freed at once: a reader still inside an old table touches freed memory,
+  // and AddressSanitizer (which keeps freed tables poisoned) says so.
+  CHECK_FALSE((WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0));
+  CHECK(r.stderr_text.find("AddressSanitizer") != std::string::npos);
+  CHECK(r.stderr_text.find("use-after-poison") != std::string::npos);
+#else
+  CHECK(WIFEXITED(r.status));
+  CHECK(WEXITSTATUS(r.status) == 0);
+  CHECK(r.stderr_text.find("AddressSanitizer") == std::string::npos);
+#endif
+}

@@ -255,21 +255,27 @@ TEST_CASE("a key under continuous rewrite is still read in bounded time", "[conc
   const std::string a(64 * 1024, 'a'), b(64 * 1024, 'b');
   store.put("hot", a);
   std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> writes{0};
   std::thread w([&] {
-    for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) store.put("hot", i % 2 ? a : b);
+    for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+      store.put("hot", i % 2 ? a : b);
+      writes.store(i + 1, std::memory_order_relaxed);
+    }
   });
+  while (writes.load() < 100) std::this_thread::yield();
   // A fixed number of reads, not a time limit: without the fallback a read
   // could starve for as long as the writer runs, and this test would hang
   // (ctest's timeout fails it).
   std::string out;
   std::uint64_t torn = 0;
-  for (int reads = 0; reads < 300; ++reads) {
+  for (int reads = 0; reads < 5000; ++reads) {
     REQUIRE(store.get("hot", out));
     torn += !(out == a || out == b);
   }
   stop.store(true);
   w.join();
   CHECK(torn == 0);
+  WARN(writes.load() << " rewrites of 64 KiB while 5000 reads completed");
 }
 
 TEST_CASE("for_each walks while writers write and grow the index", "[concurrency]") {

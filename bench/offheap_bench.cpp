@@ -19,11 +19,14 @@
 //   built fresh for each run before its threads start; thread t of T walks
 //   positions t, t + T, t + 2T, ... of the same streams. Timed in wall-clock
 //   time: all threads' operations over the time between the start and the
-//   stop barrier. With them, in the same interleaved phase, the epoch fence
-//   choice (detail/epoch.hpp): W1 get on 1 and 2 threads and a bare
-//   EpochGuard, each under FenceMode::symmetric and ::asymmetric, set between
-//   runs while no benchmark thread exists. Fewer, equally short repetitions
-//   (--mt_reps, --mt_min_time).
+//   stop barrier; beside it, the cores the run kept busy (its threads' CPU
+//   time / wall time: how much of a shared machine it got, which bounds its
+//   scaling) and operations per CPU second (what an operation costs under
+//   contention, spinning included). With them, in the same interleaved
+//   phase, the epoch fence choice (detail/epoch.hpp): W1 get on 1 and 2
+//   threads and a bare EpochGuard, each under FenceMode::symmetric and
+//   ::asymmetric, set between runs while no benchmark thread exists. Fewer,
+//   equally short repetitions (--mt_reps, --mt_min_time).
 //
 //   Scale, the NoHeapDB shape: N keys (default 2,000,000; --scale_keys=N),
 //   short decimal keys ("1234567") and 36-character UUID keys, 8-byte
@@ -1014,6 +1017,24 @@ std::vector<double> wall_mops(const std::vector<Sample>& s) {
   return collect(s, [](const Sample& x) { return x.counter("wall_Mops"); });
 }
 
+/// Cores a run on threads kept busy: its threads' CPU time over its wall
+/// time. On a shared machine this says how much of it the run got.
+std::vector<double> cores_busy(const std::vector<Sample>& s) {
+  return collect(s, [](const Sample& x) {
+    const double wall_seconds = x.iterations / (x.counter("wall_Mops") * 1e6);
+    return wall_seconds > 0 ? x.cpu_seconds / wall_seconds : NAN;
+  });
+}
+
+/// Operations per CPU second of all threads: the cost of an operation
+/// whatever the cores the machine gave, contention (spinning, cache-line
+/// transfers) included.
+std::vector<double> cpu_mops(const std::vector<Sample>& s) {
+  return collect(s, [](const Sample& x) {
+    return x.cpu_seconds > 0 ? x.iterations / x.cpu_seconds / 1e6 : NAN;
+  });
+}
+
 /// A subject's column in the summaries on threads.
 struct MtColumn {
   std::string name;
@@ -1053,8 +1074,9 @@ void print_mt_summary(const SummaryReporter& rep) {
   for (std::size_t i = 0; i < 2 * cols.size() - 1; ++i) std::printf(" %16s", "");
   std::printf(" %10s %6s %5s\n", "offheap", "", "");
 
-  // median Mops/s per (op, subject, threads), for the ratio tables below
-  std::map<std::string, double> med;
+  // medians per (op, subject, threads), for the ratio tables below: Mops/s,
+  // cores busy, Mops per CPU second
+  std::map<std::string, double> med, cores, per_cpu;
   for (const MtOp op : kMtOps) {
     for (const int t : kMtThreadCounts) {
       std::vector<std::vector<Sample>> samples;
@@ -1062,7 +1084,10 @@ void print_mt_summary(const SummaryReporter& rep) {
       for (const MtColumn& c : cols) {
         samples.push_back(rep.samples(key(op, c.name, t)));
         reps = std::max(reps, samples.back().size());
-        if (!samples.back().empty()) med[key(op, c.name, t)] = median(wall_mops(samples.back()));
+        if (samples.back().empty()) continue;
+        med[key(op, c.name, t)] = median(wall_mops(samples.back()));
+        cores[key(op, c.name, t)] = median(cores_busy(samples.back()));
+        per_cpu[key(op, c.name, t)] = median(cpu_mops(samples.back()));
       }
       if (reps == 0) continue;
       std::printf("%-6s %7d", op_name(op), t);
@@ -1087,21 +1112,35 @@ void print_mt_summary(const SummaryReporter& rep) {
     std::printf("   (no concurrent peer found: Debian libcuckoo-dev and libtbb-dev add them)\n");
   }
 
-  const auto at = [&](MtOp op, const std::string& subject, int threads) {
-    const auto it = med.find(key(op, subject, threads));
-    return it == med.end() ? NAN : it->second;
+  const auto in = [&](const std::map<std::string, double>& m, MtOp op,
+                      const std::string& subject, int threads) {
+    const auto it = m.find(key(op, subject, threads));
+    return it == m.end() ? NAN : it->second;
   };
-  std::printf("\n   scaling: median Mops/s on N threads / median on 1 thread%s\n",
+  const auto at = [&](MtOp op, const std::string& subject, int threads) {
+    return in(med, op, subject, threads);
+  };
+  std::printf("\n   scaling: median Mops/s on N threads / median on 1 thread%s;\n"
+              "   cores busy: the threads' CPU time / wall time (what the run got of a shared\n"
+              "   machine); per CPU-s: Mops per CPU second of all threads, N threads / 1 thread\n"
+              "   (the cost of an operation under contention, whatever the cores given)\n",
               std::thread::hardware_concurrency() < 4 ? " (4 threads oversubscribe the cores)"
                                                       : "");
-  std::printf("%-6s %-26s %8s %8s\n", "op", "subject", "2T/1T", "4T/1T");
+  std::printf("%-6s %-26s %8s %8s %6s %6s %6s %10s %10s\n", "op", "subject", "2T/1T", "4T/1T",
+              "cores", "cores", "cores", "per CPU-s", "per CPU-s");
+  std::printf("%-6s %-26s %8s %8s %6s %6s %6s %10s %10s\n", "", "", "", "", "1T", "2T", "4T",
+              "2T/1T", "4T/1T");
   for (const MtOp op : kMtOps) {
     for (const MtColumn& c : cols) {
       const double one = at(op, c.name, 1);
       if (std::isnan(one)) continue;
-      std::printf("%-6s %-26s %8s %8s\n", op_name(op), c.name.c_str(),
-                  ratio_cell(at(op, c.name, 2) / one).c_str(),
-                  ratio_cell(at(op, c.name, 4) / one).c_str());
+      const double cpu_one = in(per_cpu, op, c.name, 1);
+      std::printf("%-6s %-26s %8s %8s %6.2f %6.2f %6.2f %10s %10s\n", op_name(op),
+                  c.name.c_str(), ratio_cell(at(op, c.name, 2) / one).c_str(),
+                  ratio_cell(at(op, c.name, 4) / one).c_str(), in(cores, op, c.name, 1),
+                  in(cores, op, c.name, 2), in(cores, op, c.name, 4),
+                  ratio_cell(in(per_cpu, op, c.name, 2) / cpu_one).c_str(),
+                  ratio_cell(in(per_cpu, op, c.name, 4) / cpu_one).c_str());
     }
   }
   if (cols.size() > 1) {

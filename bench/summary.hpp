@@ -24,9 +24,12 @@
 namespace offheap_bench {
 
 /// The figures of one repetition: user counters (rates already divided by
-/// time) plus the items rate under a fixed name.
+/// time) plus the items rate under a fixed name, the iterations of all
+/// threads and the CPU seconds they used together.
 struct Sample {
   double items_per_second = 0;
+  double iterations = 0;
+  double cpu_seconds = 0;
   std::map<std::string, double> counters;
 
   double counter(const std::string& name, double fallback = NAN) const {
@@ -82,6 +85,8 @@ class SummaryReporter : public benchmark::ConsoleReporter {
     Sample s;
     for (const auto& [key, c] : r.counters) s.counters[key] = c.value;
     s.items_per_second = s.counter("items_per_second", 0.0);
+    s.iterations = static_cast<double>(r.iterations);
+    s.cpu_seconds = r.cpu_accumulated_time;
     return s;
   }
 

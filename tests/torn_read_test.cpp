@@ -52,10 +52,10 @@ TEST_CASE("torn-read detector: a rewrite in place is never seen half done", "[to
   stop.store(true);
   writer.join();
   WARN(accepted.load() << " reads accepted, " << torn.load() << " torn");
-  CHECK(accepted.load() > 100);
 #if defined(OFFHEAP_TESTING_NO_SECOND_STAMP_CHECK)
   CHECK(torn.load() > 0);  // without the check, the race is real and visible
 #else
+  CHECK(accepted.load() > 100);
   CHECK(torn.load() == 0);
 #endif
 }

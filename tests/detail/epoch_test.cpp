@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <offheap/detail/epoch.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+using offheap::detail::EpochDomain;
+using offheap::detail::EpochGuard;
+using offheap::detail::FenceMode;
+
+namespace {
+void check_grace(EpochDomain& d) {
+  // Something retired while a reader is inside may not be freed before the
+  // reader leaves; afterwards it may.
+  std::uint64_t retired = 0;
+  {
+    const EpochGuard g(d);
+    retired = d.advance();
+    CHECK(d.safe_epoch() < retired);
+    {
+      const EpochGuard nested(d);  // nesting keeps the outer epoch
+      CHECK(d.safe_epoch() < retired);
+    }
+    CHECK(d.safe_epoch() < retired);  // still inside the outer guard
+  }
+  CHECK(d.safe_epoch() >= retired);
+
+  // A reader on another thread holds it back the same way.
+  std::atomic<int> state{0};
+  std::thread reader([&] {
+    const EpochGuard g(d);
+    state.store(1);
+    while (state.load() != 2) std::this_thread::yield();
+  });
+  while (state.load() != 1) std::this_thread::yield();
+  const std::uint64_t later = d.advance();
+  CHECK(d.safe_epoch() < later);
+  CHECK(d.active_readers() >= 1);
+  state.store(2);
+  reader.join();
+  CHECK(d.safe_epoch() >= later);
+  // A reader that entered after the retirement does not hold it back.
+  const std::uint64_t third = d.advance();
+  const EpochGuard g(d);
+  CHECK(d.safe_epoch() >= third);
+}
+}  // namespace
+
+TEST_CASE("epochs: a retirement waits for the readers inside, in both fence modes", "[epoch]") {
+  EpochDomain& d = EpochDomain::instance();
+  const FenceMode before = d.mode();
+  d.set_mode(FenceMode::symmetric);
+  CHECK(d.mode() == FenceMode::symmetric);
+  check_grace(d);
+  d.set_mode(FenceMode::asymmetric);
+  CHECK(d.mode() == (d.asymmetric_available() ? FenceMode::asymmetric : FenceMode::symmetric));
+  check_grace(d);
+  d.set_mode(before);
+}
+
+TEST_CASE("epochs: readers that come and go never block reclamation for long", "[epoch]") {
+  EpochDomain& d = EpochDomain::instance();
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      const EpochGuard g(d);
+    }
+  });
+  int freed = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::uint64_t e = d.advance();
+    while (d.safe_epoch() < e) std::this_thread::yield();  // ends: the reader keeps leaving
+    ++freed;
+  }
+  stop.store(true);
+  reader.join();
+  CHECK(freed == 200);
+}

@@ -49,25 +49,17 @@ class RecordView {
   /// An empty view: what view() returns for a missing key.
   RecordView() noexcept = default;
 
-  RecordView(const RecordView& other) { *this = other; }
+  RecordView(const RecordView& other) : of_(other.of_) { set_key(other.key()); }
   RecordView& operator=(const RecordView& other) {
-    if (this == &other) return *this;
-    store_ = other.store_;
-    loc_ = other.loc_;
-    stamp_ = other.stamp_;
-    value_len_ = other.value_len_;
-    type_ = other.type_;
-    set_key(other.key());
+    if (this != &other) {
+      of_ = other.of_;
+      set_key(other.key());
+    }
     return *this;
   }
   RecordView(RecordView&& other) noexcept { *this = std::move(other); }
   RecordView& operator=(RecordView&& other) noexcept {
-    if (this == &other) return *this;
-    store_ = other.store_;
-    loc_ = other.loc_;
-    stamp_ = other.stamp_;
-    value_len_ = other.value_len_;
-    type_ = other.type_;
+    of_ = other.of_;
     key_len_ = other.key_len_;
     heap_key_ = std::move(other.heap_key_);
     std::memcpy(inline_key_, other.inline_key_, sizeof inline_key_);
@@ -75,15 +67,15 @@ class RecordView {
   }
 
   /// True when the view was taken of a record (the key existed).
-  explicit operator bool() const noexcept { return store_ != nullptr; }
+  explicit operator bool() const noexcept { return of_.store != nullptr; }
 
   /// The key the view was taken for.
   std::string_view key() const noexcept {
     return {heap_key_ ? heap_key_.get() : inline_key_, key_len_};
   }
   /// The value's length and type tag, as they were when the view was taken.
-  std::uint32_t size() const noexcept { return value_len_; }
-  std::uint8_t type() const noexcept { return type_; }
+  std::uint32_t size() const noexcept { return of_.value_len; }
+  std::uint8_t type() const noexcept { return of_.type; }
 
   /// Effects: calls fn(std::string_view value) on the record's bytes in place.
   /// Returns: what fn returns.
@@ -98,13 +90,13 @@ class RecordView {
   template <class F>
   std::invoke_result_t<F, std::string_view> read(F&& fn) const {
     using R = std::invoke_result_t<F, std::string_view>;
-    if (store_ == nullptr) throw_stale();
+    if (of_.store == nullptr) throw_stale();
     if constexpr (std::is_void_v<R>) {
-      if (store_->visit_version(key(), loc_, stamp_, fn) != ViewStatus::live) throw_stale();
+      if (of_.store->visit_version(key(), of_.loc, of_.stamp, fn) != ViewStatus::live) throw_stale();
     } else {
       std::optional<R> result;
       const auto keep = [&](std::string_view bytes) { result.emplace(fn(bytes)); };
-      if (store_->visit_version(key(), loc_, stamp_, keep) != ViewStatus::live) throw_stale();
+      if (of_.store->visit_version(key(), of_.loc, of_.stamp, keep) != ViewStatus::live) throw_stale();
       return std::move(*result);
     }
   }
@@ -113,14 +105,14 @@ class RecordView {
   /// another record; removed if the key is gone or the view is empty.
   /// Does not count in the store's hit/miss statistics.
   ViewStatus status() const {
-    if (store_ == nullptr) return ViewStatus::removed;
-    return store_->visit_version(key(), loc_, stamp_, [](std::string_view) {});
+    if (of_.store == nullptr) return ViewStatus::removed;
+    return of_.store->visit_version(key(), of_.loc, of_.stamp, [](std::string_view) {});
   }
 
   /// Returns: a view of the key's current record (empty if it is gone).
   RecordView refresh() const {
-    if (store_ == nullptr) return RecordView();
-    return store_->view(key());
+    if (of_.store == nullptr) return RecordView();
+    return of_.store->view(key());
   }
 
  private:
@@ -129,7 +121,7 @@ class RecordView {
 
   RecordView(const OffHeapStore<P>* store, detail::Location loc, std::uint64_t stamp,
              std::string_view key, std::uint32_t value_len, std::uint8_t type)
-      : store_(store), loc_(loc), stamp_(stamp), value_len_(value_len), type_(type) {
+      : of_{store, loc, stamp, value_len, type} {
     set_key(key);
   }
 
@@ -145,18 +137,21 @@ class RecordView {
   }
 
   [[noreturn]] void throw_stale() const {
-    throw StaleView((store_ ? store_->name() : std::string("store")) + ": a view of a key of " +
+    throw StaleView((of_.store ? of_.store->name() : std::string("store")) + ": a view of a key of " +
                     std::to_string(key_len_) + " bytes is stale: " +
-                    (store_ == nullptr ? "the key was missing when the view was taken"
+                    (of_.store == nullptr ? "the key was missing when the view was taken"
                                        : "its record was rewritten or removed"));
   }
 
-  const OffHeapStore<P>* store_ = nullptr;
-  detail::Location loc_;
-  std::uint64_t stamp_ = 0;
-  std::uint32_t value_len_ = 0;
+  // Which version of which record the view was taken of.
+  struct Of {
+    const OffHeapStore<P>* store = nullptr;
+    detail::Location loc;
+    std::uint64_t stamp = 0;
+    std::uint32_t value_len = 0;
+    std::uint8_t type = 0;
+  } of_;
   std::uint16_t key_len_ = 0;
-  std::uint8_t type_ = 0;
   char inline_key_[kInlineKey] = {};
   std::unique_ptr<char[]> heap_key_;
 };

@@ -18,7 +18,7 @@ struct Options {
 
   /// Shards, each with its own index, journal, free lists, stamp counter and
   /// writer lock: writers to different shards never wait for each other.
-  /// 0: the hardware threads rounded up to a power of two, at most 64.
+  /// 0: four per hardware thread, rounded up to a power of two, at most 64.
   /// Range 0-1024.
   std::uint32_t shards = 0;
 

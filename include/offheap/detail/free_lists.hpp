@@ -15,9 +15,11 @@
 // of any size:
 //
 //   heads[548]    u64  Location of the first free record of each class
-//   records[548]  u64  free records per class
-//   bytes[548]    u64  payload bytes per class
 //   nonempty[9]   u64  bit c set <=> class c has a free record
+//   bytes[36]     u64  payload bytes per power-of-two class (an exact
+//                      class's bytes are its records times its capacity)
+//   records[548]  u32  free records per class
+//                      (6,936 bytes: two pages)
 //
 // Each free record's first two payload words link to the next and previous
 // records of its class (record::write_free). Only writers touch free lists;
@@ -73,7 +75,7 @@ class FreeLists {
     if (!head.is_none()) record::set_free_prev(journal_.at(head), loc);
     heads()[c] = loc.raw();
     records()[c] += 1;
-    bytes()[c] += capacity;
+    if (c >= kExactClasses) big_bytes()[c - kExactClasses] += capacity;
     nonempty()[c / 64] |= std::uint64_t{1} << (c % 64);
     ++total_records_;
     total_bytes_ += capacity;
@@ -91,7 +93,7 @@ class FreeLists {
     }
     if (!next.is_none()) record::set_free_prev(journal_.at(next), prev);
     records()[c] -= 1;
-    bytes()[c] -= capacity;
+    if (c >= kExactClasses) big_bytes()[c - kExactClasses] -= capacity;
     if (records()[c] == 0) nonempty()[c / 64] &= ~(std::uint64_t{1} << (c % 64));
     --total_records_;
     total_bytes_ -= capacity;
@@ -127,26 +129,33 @@ class FreeLists {
     for (unsigned c = 0; c < kClasses; ++c) {
       heads()[c] = Location::none().raw();
       records()[c] = 0;
-      bytes()[c] = 0;
     }
+    for (unsigned c = 0; c < kClasses - kExactClasses; ++c) big_bytes()[c] = 0;
     for (unsigned w = 0; w < kBitmapWords; ++w) nonempty()[w] = 0;
     total_records_ = 0;
     total_bytes_ = 0;
   }
 
   std::uint64_t class_records(unsigned c) const noexcept { return records()[c]; }
-  std::uint64_t class_bytes(unsigned c) const noexcept { return bytes()[c]; }
+  std::uint64_t class_bytes(unsigned c) const noexcept {
+    return c < kExactClasses ? records()[c] * class_min_capacity(c)
+                             : big_bytes()[c - kExactClasses];
+  }
   std::uint64_t total_records() const noexcept { return total_records_; }
   std::uint64_t total_bytes() const noexcept { return total_bytes_; }
   std::uint64_t mapped_bytes() const noexcept { return round_up(kTableBytes, page_size()); }
 
  private:
-  static constexpr std::uint64_t kTableBytes = (3 * kClasses + kBitmapWords) * 8;
+  static constexpr unsigned kBigClasses = kClasses - kExactClasses;
+  static constexpr std::uint64_t kTableBytes =
+      (kClasses + kBitmapWords + kBigClasses) * 8 + kClasses * 4;
 
   std::uint64_t* heads() const noexcept { return table_; }
-  std::uint64_t* records() const noexcept { return table_ + kClasses; }
-  std::uint64_t* bytes() const noexcept { return table_ + 2 * kClasses; }
-  std::uint64_t* nonempty() const noexcept { return table_ + 3 * kClasses; }
+  std::uint64_t* nonempty() const noexcept { return table_ + kClasses; }
+  std::uint64_t* big_bytes() const noexcept { return table_ + kClasses + kBitmapWords; }
+  std::uint32_t* records() const noexcept {
+    return reinterpret_cast<std::uint32_t*>(table_ + kClasses + kBitmapWords + kBigClasses);
+  }
 
   /// The first non-empty class >= c, or kClasses.
   unsigned next_nonempty(unsigned c) const noexcept {

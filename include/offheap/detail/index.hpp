@@ -311,9 +311,11 @@ class Index {
   }
 
   const std::string& name_;  // the store's name, which outlives the index
-  std::atomic<IndexTable*> table_{nullptr};
+  // What readers load, on a line of its own: the writer's counters below
+  // change with every insert and would otherwise evict it from readers.
+  alignas(64) std::atomic<IndexTable*> table_{nullptr};
   std::atomic<std::uint64_t> generation_{1};
-  std::uint64_t full_ = 0;
+  alignas(64) std::uint64_t full_ = 0;
   std::uint64_t tombstones_ = 0;
 };
 

@@ -71,8 +71,9 @@ struct ShardConfig {
   std::uint64_t expected_entries = 0;
 };
 
+/// Aligned to a cache line so that shards laid side by side share none.
 template <class P>
-class Shard {
+class alignas(64) Shard {
  public:
   using Hash = typename P::Hash;
   using Lock = typename P::Lock;
@@ -657,7 +658,9 @@ class Shard {
   Journal journal_;
   Index index_;
   FreeLists free_;
-  mutable Lock lock_;
+  // Written by every write: apart from what readers load (the index's table
+  // and generation, the journal's chunk table).
+  alignas(64) mutable Lock lock_;
   mutable std::atomic<std::uint32_t> starving_readers_{0};
   std::uint64_t stamp_ = 0;  // the last stamp drawn; even
   std::atomic<std::uint64_t> records_{0};

@@ -89,7 +89,9 @@ class ThreadNumbers {
 inline thread_local constinit std::uint32_t ThreadNumbers::tls_number_ = 0;
 inline thread_local ThreadNumbers::Owner ThreadNumbers::owner_;
 
-/// Per-thread hit and miss counters of one store, in mapped memory.
+/// Per-thread hit and miss counters of one store, in mapped memory: a line
+/// each for thread numbers below kCounterLines, one shared line (atomic
+/// adds) for the rest, so that a store maps 16 KiB of them, not 64.
 class ReadCounters {
  public:
   explicit ReadCounters(const std::string& name) {
@@ -101,8 +103,9 @@ class ReadCounters {
 
   /// Requires: n is ThreadNumbers::current().
   void count(std::uint32_t n, bool hit) const noexcept {
+    if (n > kCounterLines) n = kCounterLines;
     std::atomic_ref<std::uint64_t> c(hit ? lines_[n].hits : lines_[n].misses);
-    if (n != kMaxThreads) {
+    if (n != kCounterLines) {
       // Only this thread writes this line: a relaxed load and store suffice.
       c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     } else {
@@ -112,7 +115,7 @@ class ReadCounters {
 
   void sum(std::uint64_t& hits, std::uint64_t& misses) const noexcept {
     hits = misses = 0;
-    for (std::uint32_t i = 0; i <= kMaxThreads; ++i) {
+    for (std::uint32_t i = 0; i <= kCounterLines; ++i) {
       hits += std::atomic_ref<std::uint64_t>(lines_[i].hits).load(std::memory_order_relaxed);
       misses += std::atomic_ref<std::uint64_t>(lines_[i].misses).load(std::memory_order_relaxed);
     }
@@ -125,7 +128,8 @@ class ReadCounters {
     std::uint64_t hits;
     std::uint64_t misses;
   };
-  static constexpr std::uint64_t kBytes = sizeof(Line) * (kMaxThreads + 1);
+  static constexpr std::uint32_t kCounterLines = 255;  // + 1 shared
+  static constexpr std::uint64_t kBytes = sizeof(Line) * (kCounterLines + 1);
   Line* lines_ = nullptr;
 };
 

@@ -67,39 +67,41 @@ class EpochDomain {
 
   // ---- read side -------------------------------------------------------------
 
+  /// Enters a critical section. Returns false if this thread was already
+  /// inside one (a nested guard: the outer epoch stands, and leave() must
+  /// not be called for this one).
   /// Requires: n is ThreadNumbers::current() (passed in: the caller needs
   /// it for its counters too).
-  void enter(std::uint32_t n) noexcept {
+  bool enter(std::uint32_t n) noexcept {
     if (n == kMaxThreads) [[unlikely]] {
       // seq_cst: pairs with the seq_cst load in safe_epoch().
       overflow_readers_.fetch_add(1, std::memory_order_seq_cst);
-      return;
+      return true;
     }
-    Slot& s = slots_[n];
-    if (s.depth++ != 0) return;  // nested: the outer guard's epoch stands
+    std::atomic_ref<std::uint64_t> slot(slots_[n].epoch);
+    if (slot.load(std::memory_order_relaxed) != 0) return false;  // only this thread writes it
     // Acquire pairs with the release in advance(): a reader that sees the new
     // epoch sees everything unpublished before it.
-    const std::uint64_t e = epoch_.load(std::memory_order_acquire);
-    std::atomic_ref<std::uint64_t>(s.epoch).store(e, std::memory_order_relaxed);
+    slot.store(epoch_.load(std::memory_order_acquire), std::memory_order_relaxed);
     // Orders the slot store before this reader's loads of shared pointers;
     // pairs with the heavy side in safe_epoch() (membarrier or seq_cst fence).
-    if (mode() == FenceMode::asymmetric) {
+    if (mode() == FenceMode::asymmetric) [[likely]] {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     } else {
       std::atomic_thread_fence(std::memory_order_seq_cst);
     }
+    return true;
   }
 
+  /// Leaves the critical section enter() returned true for.
   void leave(std::uint32_t n) noexcept {
     if (n == kMaxThreads) [[unlikely]] {
       overflow_readers_.fetch_sub(1, std::memory_order_release);
       return;
     }
-    Slot& s = slots_[n];
-    if (--s.depth != 0) return;
     // Release: the reader's loads of shared memory happen before a reclaimer
     // that sees the slot clear frees anything (pairs with the acquire scan).
-    std::atomic_ref<std::uint64_t>(s.epoch).store(0, std::memory_order_release);
+    std::atomic_ref<std::uint64_t>(slots_[n].epoch).store(0, std::memory_order_release);
   }
 
   // ---- write side --------------------------------------------------------------
@@ -145,7 +147,6 @@ class EpochDomain {
  private:
   struct alignas(kCacheLine) Slot {
     std::uint64_t epoch;  // 0: quiescent; else the epoch seen on entry
-    std::uint32_t depth;  // nesting, touched by the owner only
   };
   static constexpr std::uint64_t kSlotBytes = sizeof(Slot) * kMaxThreads;
 
@@ -185,16 +186,17 @@ class EpochGuard {
  public:
   explicit EpochGuard(EpochDomain& d = EpochDomain::instance(),
                       std::uint32_t thread = ThreadNumbers::current()) noexcept
-      : domain_(d), thread_(thread) {
-    domain_.enter(thread_);
+      : domain_(d), thread_(thread), entered_(domain_.enter(thread_)) {}
+  ~EpochGuard() {
+    if (entered_) domain_.leave(thread_);
   }
-  ~EpochGuard() { domain_.leave(thread_); }
   EpochGuard(const EpochGuard&) = delete;
   EpochGuard& operator=(const EpochGuard&) = delete;
 
  private:
   EpochDomain& domain_;
   std::uint32_t thread_;
+  bool entered_;
 };
 
 }  // namespace offheap::detail

@@ -146,12 +146,11 @@ std::uint64_t g_wrong_values = 0;  // scale reads that returned a wrong value or
 ///               journal_bytes = bytes of records written (24-byte header,
 ///               key, value, padding to 8; free records count too),
 ///               index_capacity * 9 = one control byte and one 8-byte
-///               location per index slot, and fixed = the free-list table
-///               and the read-counter lines (Stats::mapped_bytes of an empty
-///               store minus its one-page index table). Not counted: the
-///               journal's chunk table (65,536 x 16 B = 1 MiB of virtual
-///               memory, a page touched per 256 chunks), which
-///               Stats::mapped_bytes does not report.
+///               location per index slot, and fixed = the shards' free-list
+///               tables and the read-counter lines (Stats::mapped_bytes of
+///               an empty store minus its shards' one-page index tables).
+///               The first 256 entries of each shard's chunk table live in
+///               the Shard object (heap, counted below).
 ///   heap      = process heap bytes after filling minus before creating, / N.
 ///
 /// absl::flat_hash_map<std::string, std::string>:
@@ -171,7 +170,8 @@ struct Footprint {
 std::uint64_t store_fixed_table_bytes() {
   static const std::uint64_t fixed = [] {
     const offheap::Store empty;
-    return empty.stats().mapped_bytes - static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const offheap::Stats s = empty.stats();
+    return s.mapped_bytes - s.shards * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   }();
   return fixed;
 }

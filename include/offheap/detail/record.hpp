@@ -70,6 +70,7 @@ inline constexpr std::uint64_t kMinPayload = 16;  ///< room for two free-list li
 inline constexpr std::uint64_t kMinRecord = kHeaderBytes + kMinPayload;
 /// Spare payload smaller than a whole record stays with its record as slack.
 inline constexpr std::uint64_t kMaxSlackWords = (kMinRecord - 8) / 8;
+static_assert(kMaxSlackWords <= 7, "slack is kept in 3 bits of the flags byte");
 inline constexpr std::uint32_t kMaxKeyBytes = 0xFFFF;
 inline constexpr std::uint64_t kMaxValueBytes = 0xFFFFFFFFu;
 /// A free record's capacity lives in the 32-bit length field.
@@ -330,19 +331,6 @@ inline void copy_out(char* dst, const std::byte* rec, std::size_t from, std::siz
   if (n == 0) return;
   if (n > have) x |= load_relaxed(w) << (8 * have);
   store_partial(dst, x, n);
-}
-
-/// Compares n payload bytes starting at `from` with `bytes`.
-inline bool bytes_equal(const std::byte* rec, std::size_t from, std::string_view bytes) noexcept {
-  char buf[64];
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const std::size_t n = std::min(sizeof buf, bytes.size() - done);
-    copy_out(buf, rec, from + done, n);
-    if (std::memcmp(buf, bytes.data() + done, n) != 0) return false;
-    done += n;
-  }
-  return true;
 }
 
 }  // namespace record

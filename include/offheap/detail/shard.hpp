@@ -474,9 +474,8 @@ class alignas(64) Shard {
         }
         if (!record::validate(rec, s1)) continue;
         // A stable record that is not live: the key went away, if the slot
-        // still leads here in a current table.
-        if (index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) return false;
-        if (!index_.unchanged_since(generation)) return false;  // frozen table: nothing to confirm
+        // still leads here (in a frozen table there is nothing to confirm).
+        if (!index_.unchanged_since(generation) || load_relaxed(slot) == loc.raw()) return false;
         continue;
       }
       // Odd: a write in progress, or (from a stale slot) bytes that are no

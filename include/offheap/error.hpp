@@ -25,6 +25,7 @@ enum class Errc : std::uint8_t {
   read_only,            ///< a write to a store opened read-only
   invalid_argument,     ///< an Options value out of its documented range
   stale_view,           ///< a RecordView whose record changed or went away
+  locked,               ///< a store directory another store object or process has open
 };
 
 /// A short, stable name for an Errc ("key_too_large", ...).
@@ -40,6 +41,7 @@ constexpr std::string_view to_string(Errc e) noexcept {
     case Errc::read_only: return "read_only";
     case Errc::invalid_argument: return "invalid_argument";
     case Errc::stale_view: return "stale_view";
+    case Errc::locked: return "locked";
   }
   return "unknown";
 }

@@ -2,15 +2,77 @@
 // What a user configures when creating a store.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 
 namespace offheap {
 
+/// When a file-backed store forces its records to disk. A process crash
+/// (even SIGKILL) loses no completed write in any mode: records live in
+/// shared file mappings, which the kernel keeps. These modes are about the
+/// machine: what survives a power loss or a kernel crash.
+enum class Durability : std::uint8_t {
+  /// Never waits for the disk, not even at close: the OS writes back when it
+  /// likes. A close persists nothing for a fast reopen, so every open scans
+  /// the records (rebuild). sync() still works. For scratch stores and caches.
+  none,
+  /// close() (and the destructor) writes everything and the index for a
+  /// fast reopen; sync() is the only other durability point.
+  on_close,
+  /// As on_close, and the maintenance thread syncs every sync_interval.
+  periodic,
+  /// Every write returns after its record is on disk (msync of its pages);
+  /// space freed by an update is reused only once the new record is durable.
+  every_write,
+};
+
+constexpr const char* to_string(Durability d) noexcept {
+  switch (d) {
+    case Durability::none: return "none";
+    case Durability::on_close: return "on_close";
+    case Durability::periodic: return "periodic";
+    case Durability::every_write: return "every_write";
+  }
+  return "unknown";
+}
+
 struct Options {
-  /// Names the store in error messages and Stats. Empty: "anonymous store".
+  /// Names the store in error messages and Stats. Empty: the path, or
+  /// "anonymous store".
   std::string name;
+
+  /// Empty: the store lives in anonymous memory and goes with the object.
+  /// Else a directory that holds the store's files: created (with the
+  /// store) if missing, reopened with every record if it holds a store.
+  /// Its parent must exist. A directory that holds other files and no
+  /// store is refused (Errc::invalid_argument). One writable store object
+  /// at a time, in any process (Errc::locked).
+  std::filesystem::path path;
+
+  /// File-backed stores: map the files read-only and refuse every write
+  /// with Errc::read_only. Several read-only opens may share a store, but
+  /// not with a writable one. The store must exist.
+  bool read_only = false;
+
+  /// File-backed stores: when records are forced to disk (see Durability).
+  Durability durability = Durability::on_close;
+
+  /// Durability::periodic: the interval between the maintenance thread's
+  /// syncs. Range 1 ms - 1 h.
+  std::chrono::milliseconds sync_interval{1000};
+
+  /// true: a thread per store runs maintenance (periodic syncs). false: the
+  /// program calls maintain(), which then also syncs when the interval has
+  /// passed.
+  bool background_maintenance = true;
+
+  /// File-backed stores: check each record's CRC32C on every read, so that
+  /// a record damaged on disk is reported (Errc::corrupt_file) instead of
+  /// returned. Costs about one pass over the key and value per read.
+  bool verify_checksums = true;
 
   /// Pre-sizes the index for this many entries, so that a store filled up to
   /// it never rehashes (and new keys allocate nothing). 0: start small.

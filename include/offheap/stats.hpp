@@ -53,6 +53,16 @@ struct Stats {
   std::uint64_t retired_bytes = 0;  ///< included in mapped_bytes
 
   std::uint32_t shards = 0;
+
+  // Files (file-backed stores).
+  std::uint64_t corrupt_records = 0;  ///< damaged records met: dropped by recovery (a
+                                      ///< checksum that fails, e.g. a write torn by a
+                                      ///< crash) or refused by a read
+  bool rebuilt = false;  ///< the open scanned the records to rebuild the index (the last
+                         ///< close was not clean, or its state files failed their checks)
+  std::uint64_t superseded_records = 0;  ///< recovery: older records of a key found beside
+                                         ///< a newer one (a crash during an update), freed
+  double open_seconds = 0;  ///< how long the open took (files: mapping, loading or rebuilding)
 };
 
 }  // namespace offheap

@@ -30,6 +30,7 @@
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/record.hpp>
 #include <offheap/detail/shard.hpp>
+#include <offheap/detail/store_files.hpp>
 #include <offheap/detail/thread_slots.hpp>
 #include <offheap/error.hpp>
 #include <offheap/options.hpp>
@@ -41,7 +42,12 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <vector>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -66,20 +72,83 @@ class OffHeapStore {
   static constexpr std::size_t kMaxKeyBytes = detail::record::kMaxKeyBytes;
   static constexpr std::uint64_t kMaxValueBytes = detail::record::kMaxValueBytes;
 
-  /// Effects: creates an empty store in anonymous memory. Maps little until
-  /// records arrive: a chunk table, an index sized for
-  /// options.expected_entries, the free-list table and counters.
-  /// Throws: Error(invalid_argument) for options out of range,
-  /// Error(out_of_space) if the OS refuses the mappings.
+  /// Effects: with an empty options.path, creates an empty store in
+  /// anonymous memory, mapping little until records arrive (a chunk table,
+  /// an index sized for options.expected_entries, the free-list table and
+  /// counters). With a path, creates the store there or reopens it: after a
+  /// clean close by mapping the saved index (no record is read), otherwise
+  /// by scanning every shard's records in parallel (stats().rebuilt).
+  /// Throws: Error(invalid_argument) for options out of range or that
+  /// contradict the store on disk; Error(locked) if the store is open
+  /// elsewhere; Error(format_version) for a store of another on-disk
+  /// format; Error(corrupt_file) for damage that recovery cannot step over;
+  /// Error(io_error), Error(out_of_space) when the OS refuses.
   explicit OffHeapStore(Options options = {})
       : options_(checked(std::move(options))),
+        files_(open_files(options_)),
         hash_(options_.hash_seed ? *options_.hash_seed : detail::random_u64()),
         domain_(detail::EpochDomain::instance()),
         counters_(options_.name),
-        shards_(options_.shards, shard_config(options_), options_.name, hash_, domain_) {}
+        shards_(options_.shards, shard_config(options_, files_.get()), options_.name, hash_,
+                domain_) {
+    if (files_) open_shards();
+  }
 
-  /// Requires: no other thread is using the store.
-  ~OffHeapStore() = default;
+  /// Effects: close(), ignoring its errors (a store that cannot close
+  /// cleanly is rebuilt at its next open). Requires: no other thread is
+  /// using the store.
+  ~OffHeapStore() {
+    try {
+      close();
+    } catch (...) {
+    }
+  }
+
+  /// Effects (file-backed stores): stops the maintenance thread and, unless
+  /// read-only or Durability::none, writes every record to disk, saves each
+  /// shard's index and free lists, and marks the store clean, so that the
+  /// next open maps them instead of scanning. Later writes are refused
+  /// (Errc::read_only); reads go on working until the object goes. Does
+  /// nothing for anonymous stores, or the second time.
+  /// Throws: Error(io_error), Error(out_of_space); the store is then left
+  /// unclean and the next open rebuilds it, losing nothing.
+  /// Requires: no other thread is writing to the store.
+  void close() {
+    if (!files_ || files_->closed.exchange(true)) return;
+    stop_maintenance();
+    if (files_->read_only || options_.durability == Durability::none) return;
+    if (const int err = files_->sync_error.load(std::memory_order_relaxed)) {
+      throw Error(Errc::io_error, name() + ": not closed cleanly: an earlier sync failed (" +
+                                      detail::errno_text(err) + ")");
+    }
+    for (Shard& s : shards_) {
+      if (const int err = s.sync(true)) {
+        detail::throw_os(err, name(), "writing the records to disk at close (msync)");
+      }
+    }
+    for (Shard& s : shards_) s.save_state(files_->meta.generation);
+    detail::sync_dir(files_->dir.get(), name(), files_->path);
+    files_->meta.clean = 1;
+    detail::write_meta(*files_, name());
+  }
+
+  /// Effects (file-backed stores): a durability point: every record written
+  /// before the call is on disk when it returns (msync of the chunks written
+  /// since the last sync), so that it survives a power loss. Does nothing
+  /// for anonymous or read-only stores.
+  /// Throws: Error(io_error) if the OS reports a failed write-back; the
+  /// store then refuses further writes (a retried sync can falsely succeed).
+  void sync() {
+    if (!files_ || files_->read_only) return;
+    if (const int err = files_->sync_error.load(std::memory_order_relaxed)) throw_sync_failed(err);
+    for (Shard& s : shards_) {
+      if (const int err = s.sync(false)) throw_sync_failed(err);
+    }
+    // New chunk files' directory entries (synced as they are made unless
+    // Durability::none).
+    if (!files_->backing.sync_new_files) detail::sync_dir(files_->dir.get(), name(), files_->path);
+    last_sync_ = std::chrono::steady_clock::now();
+  }
   OffHeapStore(const OffHeapStore&) = delete;
   OffHeapStore& operator=(const OffHeapStore&) = delete;
 
@@ -90,6 +159,7 @@ class OffHeapStore {
   /// the store is unchanged then.
   /// Thread safety: serialized with other writers of the shard.
   void put(std::string_view key, std::string_view value) {
+    check_writable();
     check(key, value);
     write(key, value, type_tag::bytes, Shard::Mode::upsert);
   }
@@ -97,6 +167,7 @@ class OffHeapStore {
   /// Effects: stores key -> value only if key is absent.
   /// Returns: true if it stored. Throws: as put().
   bool put_if_absent(std::string_view key, std::string_view value) {
+    check_writable();
     check(key, value);
     return write(key, value, type_tag::bytes, Shard::Mode::insert);
   }
@@ -104,6 +175,7 @@ class OffHeapStore {
   /// Effects: replaces key's value only if key is present.
   /// Returns: true if it replaced. Throws: as put().
   bool replace(std::string_view key, std::string_view value) {
+    check_writable();
     check(key, value);
     return write(key, value, type_tag::bytes, Shard::Mode::replace);
   }
@@ -112,6 +184,7 @@ class OffHeapStore {
   /// expected (byte for byte; the type tag is not compared).
   /// Returns: true if it replaced. Throws: as put().
   bool replace(std::string_view key, std::string_view expected, std::string_view desired) {
+    check_writable();
     check(key, desired);
     return write(key, desired, type_tag::bytes, Shard::Mode::replace_if, expected);
   }
@@ -119,6 +192,7 @@ class OffHeapStore {
   /// Effects: removes key. Returns: true if it was present.
   /// Throws: Error(key_too_large).
   bool remove(std::string_view key) {
+    check_writable();
     check_key(key);
     const std::uint64_t h = hash_(key);
     return shards_.for_hash(h).erase(key, h, nullptr);
@@ -127,6 +201,7 @@ class OffHeapStore {
   /// Effects: removes key only if its value equals expected.
   /// Returns: true if it removed. Throws: Error(key_too_large).
   bool remove(std::string_view key, std::string_view expected) {
+    check_writable();
     check_key(key);
     const std::uint64_t h = hash_(key);
     return shards_.for_hash(h).erase(key, h, &expected);
@@ -139,22 +214,34 @@ class OffHeapStore {
     constexpr std::uint8_t tag = detail::value_type_tag<T>();
     const auto bytes = std::bit_cast<std::array<char, sizeof(T)>>(value);
     const std::string_view v(bytes.data(), bytes.size());
+    check_writable();
     check(key, v);
     write(key, v, tag, Shard::Mode::upsert);
   }
 
   /// Effects: removes every record, shard by shard (a concurrent reader may
   /// see some shards cleared and others not); memory stays mapped for reuse
-  /// but its pages go back to the OS.
-  void clear() noexcept {
+  /// but its pages go back to the OS (file-backed: the files keep their
+  /// size, and their space is reused).
+  /// Throws: Error(read_only) for a read-only or closed store.
+  void clear() {
+    check_writable();
     for (Shard& s : shards_) s.clear();
   }
 
   /// Effects: one maintenance round on this thread: frees index tables that
   /// growth replaced once no reader can still be inside them (writers also
-  /// do this as they go; call it after growth when writes stop).
+  /// do this as they go; call it after growth when writes stop); with
+  /// Durability::periodic and no background maintenance, syncs when
+  /// options().sync_interval has passed since the last sync.
+  /// Throws: as sync().
   void maintain() {
     for (Shard& s : shards_) s.maintain();
+    if (files_ && !options_.background_maintenance &&
+        options_.durability == Durability::periodic && !files_->closed.load() &&
+        std::chrono::steady_clock::now() - last_sync_ >= options_.sync_interval) {
+      sync();
+    }
   }
 
   // ---- reads ------------------------------------------------------------------
@@ -273,6 +360,10 @@ class OffHeapStore {
     for (const Shard& sh : shards_) sh.add_stats(s);
     counters_.sum(s.hits, s.misses);
     s.gets = s.hits + s.misses;
+    for (const Shard& sh : shards_) s.corrupt_records += sh.corrupt_records();
+    s.rebuilt = rebuilt_;
+    s.superseded_records = superseded_;
+    s.open_seconds = open_seconds_;
     s.mapped_bytes += detail::ReadCounters::mapped_bytes();
     std::erase_if(s.free_classes, [](const FreeClassStats& c) { return c.records == 0; });
     s.index_load = s.index_capacity == 0
@@ -302,12 +393,21 @@ class OffHeapStore {
   friend class RecordView<P>;
 
   static Options checked(Options o) {
-    if (o.name.empty()) o.name = "anonymous store";
+    if (o.name.empty()) o.name = o.path.empty() ? "anonymous store" : o.path.string();
     if (o.shards > 1024) {
       throw Error(Errc::invalid_argument, o.name + ": Options::shards is " +
                                               std::to_string(o.shards) + "; the limit is 1024");
     }
-    if (o.shards == 0) o.shards = default_shards();
+    if (o.path.empty() && o.read_only) {
+      throw Error(Errc::invalid_argument,
+                  o.name + ": Options::read_only needs a file-backed store (Options::path)");
+    }
+    if (o.sync_interval < std::chrono::milliseconds(1) || o.sync_interval > std::chrono::hours(1)) {
+      throw Error(Errc::invalid_argument, o.name + ": Options::sync_interval must be 1 ms - 1 h");
+    }
+    // A file-backed store's shard count comes from its files when it exists
+    // (open_files); a new one takes the default then.
+    if (o.shards == 0 && o.path.empty()) o.shards = default_shards();
     const std::uint64_t page = detail::page_size();
     o.min_chunk_bytes = detail::round_up(o.min_chunk_bytes, page);
     o.max_chunk_bytes = detail::round_up(o.max_chunk_bytes, page);
@@ -321,10 +421,23 @@ class OffHeapStore {
     return o;
   }
 
-  static detail::ShardConfig shard_config(const Options& o) {
+  static std::unique_ptr<detail::StoreFiles> open_files(Options& o) {
+    if (o.path.empty()) return nullptr;
+    return detail::open_store_files(o, P::id, default_shards());
+  }
+
+  static detail::ShardConfig shard_config(const Options& o, detail::StoreFiles* files) {
     detail::ShardConfig c;
     c.journal.min_chunk_bytes = o.min_chunk_bytes;
     c.journal.max_chunk_bytes = o.max_chunk_bytes;
+    if (files != nullptr) {
+      c.journal.files = &files->backing;
+      c.durable = true;
+      c.verify_reads = o.verify_checksums;
+      c.sync_each_write = o.durability == Durability::every_write;
+      c.store_id = files->meta.store_id;
+      c.sync_error = &files->sync_error;
+    }
     // Keys spread over shards binomially: room for four standard deviations
     // above the mean, so that a store filled to expected_entries never grows.
     if (o.expected_entries != 0) {
@@ -351,7 +464,7 @@ class OffHeapStore {
           shards_(static_cast<Shard*>(::operator new(sizeof(Shard) * n, std::align_val_t{64}))) {
       std::uint32_t built = 0;
       try {
-        for (; built < n; ++built) new (shards_ + built) Shard(c, name, hash, domain);
+        for (; built < n; ++built) new (shards_ + built) Shard(c, built, name, hash, domain);
       } catch (...) {
         while (built > 0) shards_[--built].~Shard();
         ::operator delete(shards_, std::align_val_t{64});
@@ -410,6 +523,128 @@ class OffHeapStore {
                     std::to_string(bytes) + " bytes; the largest chunk holds " +
                     std::to_string(options_.max_chunk_bytes) + " (Options::max_chunk_bytes)");
   }
+
+  /// Writes are refused by read-only, closed and failed file-backed stores.
+  void check_writable() const {
+    if (files_) [[unlikely]] check_files_writable();
+  }
+  [[gnu::cold]] void check_files_writable() const {
+    if (files_->read_only) {
+      throw Error(Errc::read_only, name() + ": opened read-only (Options::read_only)");
+    }
+    if (files_->closed.load(std::memory_order_relaxed)) {
+      throw Error(Errc::read_only, name() + ": the store has been closed");
+    }
+    if (const int err = files_->sync_error.load(std::memory_order_relaxed)) throw_sync_failed(err);
+  }
+  [[noreturn, gnu::cold]] void throw_sync_failed(int err) const {
+    throw Error(detail::errc_of(err),
+                name() + ": writing records to disk failed (" + detail::errno_text(err) +
+                    "); the store refuses writes from now on: what reached the disk is only "
+                    "known after a reopen");
+  }
+
+  /// Maps every shard's chunks, then loads each shard's state (clean close)
+  /// or rebuilds it from its records, shards in parallel; then marks the
+  /// store in use (not clean) before any write can happen.
+  void open_shards() {
+    const auto start = std::chrono::steady_clock::now();
+    detail::StoreFiles& f = *files_;
+    for (std::uint32_t i = 0; i < shards_.size(); ++i) {
+      shards_.begin()[i].journal().attach(f.chunk_counts[i], name());
+    }
+    const bool clean = f.meta.clean == 1 && !f.created;
+    std::vector<std::uint8_t> rebuilt(shards_.size(), 0);
+    std::vector<std::uint64_t> superseded(shards_.size(), 0);
+    const bool writable = !f.read_only;
+    parallel_for_shards([&](std::uint32_t i) {
+      Shard& s = shards_.begin()[i];
+      std::string why;
+      if (clean && s.load_state(f.meta.generation, why)) return;
+      const typename Shard::Recovery r = s.recover(writable);
+      rebuilt[i] = 1;
+      superseded[i] = r.superseded;
+    });
+    for (std::uint32_t i = 0; i < shards_.size(); ++i) {
+      rebuilt_ = rebuilt_ || (rebuilt[i] != 0 && !f.created);
+      superseded_ += superseded[i];
+    }
+    if (writable) {
+      // Not clean from here on, durably, before the first write.
+      f.meta.generation += 1;
+      f.meta.clean = 0;
+      detail::write_meta(f, name());
+      for (std::uint32_t i = 0; i < shards_.size(); ++i) {
+        ::unlinkat(f.dir.get(), detail::format::state_file_name(i).c_str(), 0);
+      }
+      if (options_.durability == Durability::periodic && options_.background_maintenance) {
+        start_maintenance();
+      }
+    }
+    last_sync_ = std::chrono::steady_clock::now();
+    open_seconds_ = std::chrono::duration<double>(last_sync_ - start).count();
+  }
+
+  /// Runs fn(shard number) for every shard on up to one thread per core.
+  template <class F>
+  void parallel_for_shards(F&& fn) {
+    const std::uint32_t n = shards_.size();
+    const std::uint32_t threads =
+        std::min<std::uint32_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+    std::atomic<std::uint32_t> next{0};
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    auto work = [&] {
+      for (std::uint32_t i; (i = next.fetch_add(1)) < n;) {
+        try {
+          fn(i);
+        } catch (...) {
+          std::lock_guard<std::mutex> g(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    for (std::uint32_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+  }
+
+  void start_maintenance() {
+    maintenance_ = std::make_unique<Maintenance>();
+    maintenance_->thread = std::thread([this] {
+      Maintenance& m = *maintenance_;
+      std::unique_lock<std::mutex> lock(m.mutex);
+      while (!m.cv.wait_for(lock, options_.sync_interval, [&] { return m.stop; })) {
+        lock.unlock();
+        try {
+          for (Shard& s : shards_) s.maintain();
+          sync();
+        } catch (...) {
+          // Noted in files_->sync_error: writes now fail with the reason.
+        }
+        lock.lock();
+      }
+    });
+  }
+  void stop_maintenance() noexcept {
+    if (!maintenance_) return;
+    {
+      std::lock_guard<std::mutex> g(maintenance_->mutex);
+      maintenance_->stop = true;
+    }
+    maintenance_->cv.notify_all();
+    maintenance_->thread.join();
+    maintenance_.reset();
+  }
+
+  struct Maintenance {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool stop = false;
+    std::thread thread;
+  };
 
   bool write(std::string_view key, std::string_view value, std::uint8_t type,
              typename Shard::Mode mode, std::string_view expected = {}) {
@@ -470,10 +705,16 @@ class OffHeapStore {
   }
 
   Options options_;
+  std::unique_ptr<detail::StoreFiles> files_;  // null: anonymous memory
   typename P::Hash hash_;
   detail::EpochDomain& domain_;
   detail::ReadCounters counters_;
   Shards shards_;
+  std::unique_ptr<Maintenance> maintenance_;
+  std::chrono::steady_clock::time_point last_sync_{};
+  bool rebuilt_ = false;
+  std::uint64_t superseded_ = 0;
+  double open_seconds_ = 0;
 };
 
 /// A database: no eviction; readers lock-free, writers serialized.

@@ -33,6 +33,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace offheap::detail {
@@ -141,6 +142,33 @@ class FreeLists {
     return c < kExactClasses ? records()[c] * class_min_capacity(c)
                              : big_bytes()[c - kExactClasses];
   }
+  /// The table as bytes, for a clean close's state file.
+  const void* table_bytes() const noexcept { return table_; }
+  static constexpr std::uint64_t table_size() noexcept { return kTableBytes; }
+  /// Replaces the table with `bytes` (table_size() of them) from a state
+  /// file, with the totals it goes with.
+  void load(const void* bytes, std::uint64_t total_records, std::uint64_t total_bytes) noexcept {
+    std::memcpy(table_, bytes, kTableBytes);
+    total_records_ = total_records;
+    total_bytes_ = total_bytes;
+  }
+  /// Whether a location the table holds is none or inside the journal: the
+  /// check a state file's free-list heads must pass.
+  bool heads_in_bounds() const noexcept {
+    for (unsigned c = 0; c < kClasses; ++c) {
+      const Location h = Location::from_raw(heads()[c]);
+      if (h.is_none()) {
+        if (records()[c] != 0) return false;
+        continue;
+      }
+      if (records()[c] == 0 || h.chunk() >= journal_.chunks() ||
+          h.offset() + record::kMinRecord > journal_.chunk_size(h.chunk())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   std::uint64_t total_records() const noexcept { return total_records_; }
   std::uint64_t total_bytes() const noexcept { return total_bytes_; }
   std::uint64_t mapped_bytes() const noexcept { return round_up(kTableBytes, page_size()); }

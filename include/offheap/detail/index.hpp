@@ -277,6 +277,16 @@ class Index {
     tombstones_ = 0;
   }
 
+  /// Replaces the (empty, unpublished to readers) table with `t`, which
+  /// holds `full` entries and `tombstones` tombstones: a clean reopen's
+  /// table, mapped from its state file. No reader may be inside.
+  void adopt(IndexTable* t, std::uint64_t full, std::uint64_t tombstones) noexcept {
+    IndexTable::destroy(table());
+    publish(t);
+    full_ = full;
+    tombstones_ = tombstones;
+  }
+
   std::uint64_t size() const noexcept { return full_; }
   std::uint64_t tombstones() const noexcept { return tombstones_; }
   std::uint64_t capacity() const noexcept { return table()->capacity; }

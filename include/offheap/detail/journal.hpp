@@ -20,9 +20,20 @@
 // an entry's size, then publishes its base with release; a reader loads the
 // block and the base with acquire, then the size, and bounds-checks every
 // offset it follows against that size.
+//
+// File-backed journals (FileBacking set) keep each chunk in a file of its
+// own (format.hpp): a 4 KiB header page, then the records, mapped shared so
+// that every store reaches the file. The file is created under a temporary
+// name, reserved whole with posix_fallocate (so that no later store through
+// the mapping can fail for lack of disk), given its header, and renamed.
+// The header page holds the chunk's end word: before the tail moves past
+// the old end, the new end is stored there, so that recovery knows which
+// bytes of the chunk hold records (bytes past it may be stale).
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
+#include <offheap/detail/file.hpp>
+#include <offheap/detail/format.hpp>
 #include <offheap/detail/location.hpp>
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/record.hpp>
@@ -35,9 +46,20 @@
 
 namespace offheap::detail {
 
+/// Where a file-backed store keeps its files.
+struct FileBacking {
+  int dir_fd = -1;
+  std::string dir_path;
+  std::uint64_t store_id = 0;
+  bool read_only = false;
+  bool sync_new_files = true;  // fdatasync a new chunk file and its directory entry
+};
+
 struct JournalConfig {
   std::uint64_t min_chunk_bytes = 64 * 1024;
   std::uint64_t max_chunk_bytes = std::uint64_t{1} << 30;
+  const FileBacking* files = nullptr;  // null: anonymous memory
+  std::uint32_t shard = 0;
 };
 
 class Journal {
@@ -47,7 +69,8 @@ class Journal {
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
   ~Journal() {
-    for (std::uint32_t c = 0; c < chunks_; ++c) unmap(chunk_base(c), chunk_size(c));
+    const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
+    for (std::uint32_t c = 0; c < chunks_; ++c) unmap(chunk_base(c) - head, head + chunk_size(c));
     for (auto& b : blocks_) unmap(b.load(std::memory_order_relaxed), kBlockBytes);
   }
 
@@ -95,6 +118,7 @@ class Journal {
       const Location loc = Location::make(tail_chunk_, tail_offset_);
       tail_offset_ += bytes;
       used_bytes_ += bytes;
+      set_end(tail_chunk_, tail_offset_);
       return loc;
     }
     check_fits(bytes);
@@ -109,6 +133,7 @@ class Journal {
     tail_chunk_ = target;
     tail_offset_ = bytes;
     used_bytes_ += bytes;
+    set_end(target, bytes);
     return Location::make(target, 0);
   }
 
@@ -117,7 +142,8 @@ class Journal {
   std::byte* record_after(Location loc, std::uint64_t bytes) const noexcept {
     const std::uint32_t c = loc.chunk();
     const std::uint64_t off = loc.offset() + bytes;
-    const std::uint64_t end = c == tail_chunk_ ? tail_offset_ : chunk_size(c);
+    // Chunks past the tail hold no records (only after reset()).
+    const std::uint64_t end = c == tail_chunk_ ? tail_offset_ : c > tail_chunk_ ? 0 : chunk_size(c);
     if (off + record::kMinRecord > end) return nullptr;
     return chunk_base(c) + off;
   }
@@ -128,6 +154,7 @@ class Journal {
     if (loc.chunk() != tail_chunk_ || loc.offset() + bytes != tail_offset_) return false;
     tail_offset_ = loc.offset();
     used_bytes_ -= bytes;
+    set_end(tail_chunk_, tail_offset_);
     return true;
   }
 
@@ -144,9 +171,21 @@ class Journal {
 
   /// Empties the journal: every chunk's pages go back to the OS and read as
   /// zeros (a stamp no reader accepts); the chunks stay mapped for reuse.
+  /// File-backed: the records stay in the files, past every chunk's end
+  /// (now 0), where recovery never looks; readers holding old locations are
+  /// turned away by the index generation, which clear() moves first.
   void reset() noexcept {
-    for (std::uint32_t c = 0; c < chunks_; ++c) discard_pages(chunk_base(c), chunk_size(c));
-    tail_chunk_ = chunks_;  // none: the next append starts at chunk 0
+    for (std::uint32_t c = 0; c < chunks_; ++c) {
+      if (files()) {
+        set_end(c, 0);
+      } else {
+        discard_pages(chunk_base(c), chunk_size(c));
+      }
+    }
+    // None: the next append starts at chunk 0. (File-backed: chunk 0 at
+    // offset 0, so that record_after() sees the stale records of every
+    // chunk as past the tail.)
+    tail_chunk_ = files() && chunks_ != 0 ? 0 : chunks_;
     tail_offset_ = 0;
     used_bytes_ = 0;
   }
@@ -158,11 +197,177 @@ class Journal {
   /// Bytes from the start of every chunk up to its end or the tail: records
   /// and free records, live or not.
   std::uint64_t used_bytes() const noexcept { return used_bytes_; }
+  const std::string& name() const noexcept { return name_; }
   const JournalConfig& config() const noexcept { return config_; }
+  const FileBacking* files() const noexcept { return config_.files; }
+  std::uint32_t tail_chunk() const noexcept { return tail_chunk_; }
+  std::uint64_t tail_offset() const noexcept { return tail_offset_; }
+
+  // ---- file-backed journals -------------------------------------------------
+
+  /// The salt of chunk c's end word.
+  std::uint64_t end_salt(std::uint32_t c) const noexcept {
+    return format::mix64(config_.files->store_id ^ (std::uint64_t{config_.shard} << 20) ^ c);
+  }
+  /// The end word of chunk c as the file holds it.
+  std::uint64_t end_word(std::uint32_t c) const noexcept {
+    return load_relaxed(word_at(chunk_base(c) - format::kChunkHeaderBytes + format::kEndWordOffset));
+  }
+  /// Stores chunk c's end (file-backed journals; nothing otherwise). One
+  /// 8-byte store: recovery sees the old word or the new one.
+  void set_end(std::uint32_t c, std::uint64_t end) noexcept {
+    if (!files()) return;
+    store_relaxed(word_at(chunk_base(c) - format::kChunkHeaderBytes + format::kEndWordOffset),
+                  format::end_word(end, end_salt(c)));
+    mark_dirty(c);
+  }
+  void mark_dirty(std::uint32_t c) noexcept {
+    if (c < dirty_lo_) dirty_lo_ = c;
+    if (c + 1 > dirty_hi_) dirty_hi_ = c + 1;
+  }
+  /// The chunks written since the last take_dirty(), as [lo, hi).
+  void take_dirty(std::uint32_t& lo, std::uint32_t& hi) noexcept {
+    lo = dirty_lo_;
+    hi = dirty_hi_;
+    dirty_lo_ = ~0u;
+    dirty_hi_ = 0;
+  }
+  /// Writes chunk c's dirty pages (header page included) to its file and
+  /// waits. Returns 0 or the errno. Safe without the lock: chunks stay mapped.
+  int sync_chunk(std::uint32_t c) const noexcept {
+    return sync_mapping(chunk_base(c) - format::kChunkHeaderBytes,
+                        format::kChunkHeaderBytes + chunk_size(c));
+  }
+  /// Writes the pages of [loc, loc + bytes) and of the chunk's header page
+  /// to the file and waits. Returns 0 or the errno.
+  int sync_range(Location loc, std::uint64_t bytes) const noexcept {
+    const std::uint64_t page = page_size();
+    std::byte* head = chunk_base(loc.chunk()) - format::kChunkHeaderBytes;
+    const std::uint64_t from = (format::kChunkHeaderBytes + loc.offset()) / page * page;
+    const std::uint64_t to = round_up(format::kChunkHeaderBytes + loc.offset() + bytes, page);
+    if (int err = sync_mapping(head + from, to - from)) return err;
+    return from == 0 ? 0 : sync_mapping(head, page);
+  }
+
+  /// Maps the existing chunk files 0..count-1 of this shard. Throws
+  /// Error(corrupt_file) for a file whose header or size does not check out,
+  /// Error(io_error) when the OS refuses.
+  void attach(std::uint32_t count, const std::string& store) {
+    const FileBacking& f = *config_.files;
+    for (std::uint32_t c = 0; c < count; ++c) {
+      const std::string name = format::chunk_file_name(config_.shard, c);
+      const std::string path = f.dir_path + "/" + name;
+      Fd fd(open_at(f.dir_fd, name, f.read_only ? O_RDONLY : O_RDWR));
+      if (!fd) throw_os(errno, store, "opening " + path);
+      const std::uint64_t size = file_size(fd.get(), store, path);
+      format::ChunkHeader h{};
+      if (size < format::kChunkHeaderBytes ||
+          read_at(fd.get(), &h, sizeof h, 0, store, path) != sizeof h) {
+        throw Error(Errc::corrupt_file, store + ": " + path + " is too short for a chunk (" +
+                                            std::to_string(size) + " bytes)");
+      }
+      if (std::memcmp(h.magic, format::kChunkMagic, 8) != 0) {
+        throw Error(Errc::corrupt_file, store + ": " + path + " is not an offheap chunk file");
+      }
+      if (h.format_version != format::kFormatVersion) {
+        throw Error(Errc::format_version,
+                    store + ": " + path + " is in format version " +
+                        std::to_string(h.format_version) + "; this library reads version " +
+                        std::to_string(format::kFormatVersion));
+      }
+      if (format::header_checksum(h) != h.checksum || h.shard != config_.shard || h.chunk != c ||
+          h.store_id != f.store_id || h.data_bytes == 0 || h.data_bytes % page_size() != 0 ||
+          h.data_bytes > Location::kMaxOffset || h.data_bytes != size - format::kChunkHeaderBytes) {
+        throw Error(Errc::corrupt_file,
+                    store + ": the header of " + path +
+                        " is damaged or belongs to another store (checksum, shard, chunk "
+                        "number, store id or size does not match)");
+      }
+      std::byte* map = map_file(fd.get(), 0, size, !f.read_only, true, store, path);
+      publish_chunk(map + format::kChunkHeaderBytes, h.data_bytes, store);
+    }
+  }
+
+  /// Sets the tail after recovery or a clean open: chunk `c` (chunks() for
+  /// none) at `offset`; `used` is used_bytes().
+  void set_tail(std::uint32_t c, std::uint64_t offset, std::uint64_t used) noexcept {
+    tail_chunk_ = c;
+    tail_offset_ = offset;
+    used_bytes_ = used;
+  }
 
  private:
+  /// Makes chunk number chunks_ resolve to [base, base + size).
+  void publish_chunk(std::byte* base, std::uint64_t size, const std::string& store) {
+    const std::uint32_t c = chunks_;
+    std::atomic<std::uint64_t*>& block = blocks_[c / kBlockEntries];
+    if (c >= kBlockEntries && block.load(std::memory_order_relaxed) == nullptr) {
+      auto* b = reinterpret_cast<std::uint64_t*>(map_anonymous(kBlockBytes, store, "the chunk table"));
+      // Pairs with the acquire load of the block in resolve().
+      block.store(b, std::memory_order_release);
+      mapped_bytes_ += kBlockBytes;
+    }
+    store_relaxed(entry(c) + 1, size);
+    // Pairs with the acquire load of the base in resolve().
+    store_release(entry(c), reinterpret_cast<std::uint64_t>(base));
+    ++chunks_;
+    mapped_bytes_ += size + (files() ? format::kChunkHeaderBytes : 0);
+  }
+
+  /// Creates, reserves and maps the file of chunk number chunks_; returns
+  /// the base of its records.
+  std::byte* create_chunk_file(std::uint64_t size) {
+    const FileBacking& f = *config_.files;
+    const std::uint32_t c = chunks_;
+    const std::string name = format::chunk_file_name(config_.shard, c);
+    const std::string tmp = name + ".tmp";
+    const std::string path = f.dir_path + "/" + name;
+    Fd fd(open_at(f.dir_fd, tmp, O_RDWR | O_CREAT | O_TRUNC));
+    if (!fd) throw_os(errno, name_, "creating " + path);
+    std::byte* map = nullptr;
+    try {
+      allocate_file(fd.get(), 0, format::kChunkHeaderBytes + size, name_, path);
+      format::ChunkHeader h{};
+      std::memcpy(h.magic, format::kChunkMagic, 8);
+      h.format_version = format::kFormatVersion;
+      h.shard = config_.shard;
+      h.chunk = c;
+      h.data_bytes = size;
+      h.store_id = f.store_id;
+      format::seal(h);
+      write_at(fd.get(), &h, sizeof h, 0, name_, path);
+      const std::uint64_t end = format::end_word(0, end_salt(c));  // no records yet
+      write_at(fd.get(), &end, sizeof end, format::kEndWordOffset, name_, path);
+      if (f.sync_new_files) sync_file(fd.get(), name_, path);
+      map = map_file(fd.get(), 0, format::kChunkHeaderBytes + size, true, true, name_, path);
+      if (::renameat(f.dir_fd, tmp.c_str(), f.dir_fd, name.c_str()) != 0) {
+        throw_os(errno, name_, "renaming " + f.dir_path + "/" + tmp + " to " + name);
+      }
+    } catch (...) {
+      if (map != nullptr) unmap(map, format::kChunkHeaderBytes + size);
+      ::unlinkat(f.dir_fd, tmp.c_str(), 0);
+      throw;
+    }
+    if (f.sync_new_files) {
+      try {
+        sync_dir(f.dir_fd, name_, f.dir_path);
+      } catch (...) {
+        // The file exists under its name but may not survive a power loss;
+        // undo, so that the journal and the directory agree.
+        unmap(map, format::kChunkHeaderBytes + size);
+        ::unlinkat(f.dir_fd, name.c_str(), 0);
+        throw;
+      }
+    }
+#if defined(MADV_HUGEPAGE)
+    if (size >= (std::uint64_t{4} << 20)) ::madvise(map, format::kChunkHeaderBytes + size, MADV_HUGEPAGE);
+#endif
+    return map + format::kChunkHeaderBytes;
+  }
+
   template <class OnLeftover>
   void give_back(std::uint32_t c, std::uint64_t from, OnLeftover& on_leftover) noexcept {
+    set_end(c, chunk_size(c));  // a chunk the tail left is records to its end
     const std::uint64_t rest = chunk_size(c) - from;
     if (rest >= record::kMinRecord) {
       const Location loc = Location::make(c, from);
@@ -193,19 +398,15 @@ class Journal {
     size = round_up(size, page_size());
     if (size > config_.max_chunk_bytes) size = config_.max_chunk_bytes;
     const std::uint32_t c = chunks_;
-    std::atomic<std::uint64_t*>& block = blocks_[c / kBlockEntries];
-    if (c >= kBlockEntries && block.load(std::memory_order_relaxed) == nullptr) {
+    if (c >= kBlockEntries && blocks_[c / kBlockEntries].load(std::memory_order_relaxed) == nullptr) {
+      // Mapped first, so that a failure leaves no chunk behind.
       auto* b = reinterpret_cast<std::uint64_t*>(map_anonymous(kBlockBytes, name_, "the chunk table"));
       // Pairs with the acquire load of the block in resolve().
-      block.store(b, std::memory_order_release);
+      blocks_[c / kBlockEntries].store(b, std::memory_order_release);
       mapped_bytes_ += kBlockBytes;
     }
-    std::byte* base = map_anonymous(size, name_, "a journal chunk");
-    store_relaxed(entry(c) + 1, size);
-    // Pairs with the acquire load of the base in resolve().
-    store_release(entry(c), reinterpret_cast<std::uint64_t>(base));
-    ++chunks_;
-    mapped_bytes_ += size;
+    std::byte* base = files() ? create_chunk_file(size) : map_anonymous(size, name_, "a journal chunk");
+    publish_chunk(base, size, name_);
     return c;
   }
 
@@ -221,6 +422,8 @@ class Journal {
   std::uint64_t tail_offset_ = 0;
   std::uint64_t mapped_bytes_ = 0;
   std::uint64_t used_bytes_ = 0;
+  std::uint32_t dirty_lo_ = ~0u;  // chunks written since the last sync: [lo, hi)
+  std::uint32_t dirty_hi_ = 0;
 };
 
 }  // namespace offheap::detail

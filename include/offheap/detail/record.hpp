@@ -48,6 +48,7 @@
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
+#include <offheap/detail/crc32c.hpp>
 #include <offheap/detail/location.hpp>
 
 #include <algorithm>
@@ -172,15 +173,17 @@ inline void store_concat(std::uint64_t* dst, const char* a, std::size_t na, cons
 
 /// Writes a live record at `rec` with the given payload capacity (at least
 /// payload_for(key, value), at most kMaxSlackWords words more).
+/// `word2`: the checksum and expiry word (0 in anonymous stores).
 inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
                        std::string_view value, std::uint8_t type, std::uint64_t capacity,
-                       bool prev_free, std::uint8_t policy_bits = 0) noexcept {
+                       bool prev_free, std::uint8_t policy_bits = 0,
+                       std::uint64_t word2 = 0) noexcept {
   const std::uint64_t slack = (capacity - payload_for(key.size(), value.size())) / 8;
   begin_write(rec, new_stamp);
   const Meta m{static_cast<std::uint32_t>(value.size()), static_cast<std::uint16_t>(key.size()),
                Meta::make_flags(State::live, slack, prev_free, policy_bits), type};
   store_relaxed(word_at(rec + 8), m.encode());
-  store_relaxed(word_at(rec + 16), 0);
+  store_relaxed(word_at(rec + 16), word2);
   std::uint64_t* payload = payload_words(rec);
   if (key.size() + value.size() == 0) {
     store_relaxed(payload, 0);
@@ -241,6 +244,53 @@ inline void set_free_next(std::byte* rec, Location next) noexcept {
 }
 inline void set_free_prev(std::byte* rec, Location prev) noexcept {
   store_relaxed(payload_words(rec) + 1, prev.raw());
+}
+
+// ---- checksums (file-backed stores) ---------------------------------------
+//
+// A live record's checksum is the CRC32C, continued from its shard's seed
+// (which depends on the store id and the shard), of: the stamp, word 1 with
+// the prev-free and policy bits cleared (the writer flips those without a
+// new stamp), the record's Location, then the key and value bytes. So a
+// record is intact only whole, at its own place, in its own store.
+
+inline constexpr std::uint64_t kChecksummedMeta = ~(std::uint64_t{0x7} << 53);
+
+/// The checksum of a record about to be written.
+inline std::uint32_t checksum_of(std::uint32_t seed, std::uint64_t stamp, std::uint64_t word1,
+                                 Location loc, std::string_view key,
+                                 std::string_view value) noexcept {
+  const std::uint64_t head[3] = {stamp, word1 & kChecksummedMeta, loc.raw()};
+  std::uint32_t crc = crc32c_extend(seed, head, sizeof head);
+  crc = crc32c_extend(crc, key.data(), key.size());
+  return crc32c_extend(crc, value.data(), value.size());
+}
+
+/// The checksum of the record at `rec` as it lies, read with relaxed word
+/// loads (a reader validates the stamp afterwards). The caller has
+/// bounds-checked the payload.
+inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec, Location loc,
+                                       std::uint64_t stamp, std::uint64_t word1) noexcept {
+  const Meta m = Meta::decode(word1);
+  const std::uint64_t head[3] = {stamp, word1 & kChecksummedMeta, loc.raw()};
+  std::uint32_t crc = crc32c_extend(seed, head, sizeof head);
+  std::uint64_t n = std::uint64_t{m.key_len} + m.value_len;
+  const std::uint64_t* w = payload_words(rec);
+  std::uint64_t buf[32];
+  while (n != 0) {
+    const std::uint64_t take = n < sizeof buf ? n : sizeof buf;
+    const std::uint64_t words = (take + 7) / 8;
+    for (std::uint64_t i = 0; i < words; ++i) buf[i] = load_relaxed(w + i);
+    crc = crc32c_extend(crc, buf, take);
+    w += words;
+    n -= take;
+  }
+  return crc;
+}
+
+/// The checksum stored in word 2.
+inline std::uint32_t stored_checksum(const std::byte* rec) noexcept {
+  return static_cast<std::uint32_t>(load_relaxed(word_at(rec + 16)));
 }
 
 // ---- reader side ----------------------------------------------------------

@@ -23,7 +23,10 @@
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
+#include <offheap/detail/crc32c.hpp>
 #include <offheap/detail/epoch.hpp>
+#include <offheap/detail/file.hpp>
+#include <offheap/detail/format.hpp>
 #include <offheap/detail/free_lists.hpp>
 #include <offheap/detail/index.hpp>
 #include <offheap/detail/journal.hpp>
@@ -42,6 +45,7 @@
 #include <string_view>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 namespace offheap::detail {
 
@@ -69,6 +73,13 @@ class Backoff {
 struct ShardConfig {
   JournalConfig journal;
   std::uint64_t expected_entries = 0;
+  // File-backed stores: records carry checksums and are never rewritten in
+  // place (a crash mid-rewrite would lose the old value and the new one).
+  bool durable = false;
+  bool verify_reads = false;     // check a record's checksum on every read
+  bool sync_each_write = false;  // Durability::every_write
+  std::uint64_t store_id = 0;
+  std::atomic<int>* sync_error = nullptr;  // the first failed sync's errno, store-wide
 };
 
 /// Aligned to a cache line so that shards laid side by side share none.
@@ -81,9 +92,13 @@ class alignas(64) Shard {
 
   static constexpr bool kLocks = !std::is_same_v<Lock, NullLock>;
 
-  Shard(const ShardConfig& config, const std::string& name, const Hash& hash, EpochDomain& domain)
-      : hash_(hash), domain_(domain), journal_(config.journal, name),
-        index_(config.expected_entries, name), free_(journal_, name) {}
+  Shard(const ShardConfig& config, std::uint32_t number, const std::string& name,
+        const Hash& hash, EpochDomain& domain)
+      : hash_(hash), domain_(domain), journal_(journal_config(config, number), name),
+        index_(config.expected_entries, name), free_(journal_, name),
+        number_(number), durable_(config.durable), verify_(config.durable && config.verify_reads),
+        sync_each_(config.durable && config.sync_each_write), crc_seed_(crc_seed(config.store_id, number)),
+        sync_error_(config.sync_error) {}
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
   /// Requires: no reader or writer is using the shard any more.
@@ -161,20 +176,27 @@ class alignas(64) Shard {
         return false;
       }
       const std::uint64_t cap = m.capacity();
-      if (kInPlace && need <= cap) {
+      int err = 0;
+      if (kInPlace && !durable_ && need <= cap) {
         rewrite_in_place(old, rec, cap, need, key, value, type);
       } else {
         const Slot s = allocate(need);  // may throw; nothing has changed yet
-        record::write_live(s.rec, next_stamp(), key, value, type, s.capacity, s.prev_free);
+        write_record(s, key, value, type);
         index_.update(f.slot, s.loc);
+        // every_write: the new record is on disk before the old one is freed,
+        // so that its space is reused only once the record that superseded
+        // it is durable.
+        if (sync_each_) err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity);
         // The prev-free bit read now: allocate() may have taken the record before.
         release(old, rec, cap, record::read_meta(rec).prev_free());
+        if (sync_each_ && err == 0) err = journal_.sync_range(old, record::kHeaderBytes);
         live_bytes_ += s.capacity;
         live_bytes_ -= cap;
       }
       key_value_bytes_ += value.size();
       key_value_bytes_ -= m.value_len;
       ++puts_;
+      if (err != 0) sync_failed(err);
       return true;
     }
     if (mode == Mode::replace || mode == Mode::replace_if) return false;
@@ -183,13 +205,16 @@ class alignas(64) Shard {
       f = find_for_write(key, h);
     }
     const Slot s = allocate(need);  // may throw; the index only grew
-    record::write_live(s.rec, next_stamp(), key, value, type, s.capacity, s.prev_free);
+    write_record(s, key, value, type);
     index_.insert(f.insert_slot, h, s.loc);
     records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     key_value_bytes_ += key.size() + value.size();
     live_bytes_ += record::kHeaderBytes + s.capacity;
     ++puts_;
     if (retired_ != nullptr && ++writes_since_reclaim_ % 1024 == 0) reclaim();
+    if (sync_each_) {
+      if (const int err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity)) sync_failed(err);
+    }
     return true;
   }
 
@@ -213,6 +238,9 @@ class alignas(64) Shard {
     key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
     live_bytes_ -= record::kHeaderBytes + cap;
     ++removes_;
+    if (sync_each_) {
+      if (const int err = journal_.sync_range(loc, record::kHeaderBytes)) sync_failed(err);
+    }
     return true;
   }
 
@@ -227,6 +255,14 @@ class alignas(64) Shard {
     records_.store(0, std::memory_order_relaxed);
     key_value_bytes_ = 0;
     live_bytes_ = 0;
+    if (sync_each_) {
+      for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
+        if (const int err = journal_.sync_range(Location::make(c, 0), 0)) {
+          note_sync_error(err);
+          break;
+        }
+      }
+    }
   }
 
   /// Frees retired index tables no reader can still hold. Takes the lock.
@@ -269,6 +305,237 @@ class alignas(64) Shard {
   }
 
   const Journal& journal() const noexcept { return journal_; }
+  Journal& journal() noexcept { return journal_; }
+  std::uint64_t corrupt_records() const noexcept { return corrupt_.load(std::memory_order_relaxed); }
+
+  // ---- file-backed shards -----------------------------------------------------
+
+  /// Writes the chunks written since the last sync (`all`: every chunk) to
+  /// their files and waits. Returns 0, or the errno of the first failure,
+  /// which is also noted store-wide. Takes the lock only to collect them.
+  int sync(bool all) {
+    std::uint32_t lo = 0, hi = 0;
+    {
+      std::lock_guard<Lock> guard(lock_);
+      journal_.take_dirty(lo, hi);
+      if (all) {
+        lo = 0;
+        hi = journal_.chunks();
+      }
+    }
+    for (std::uint32_t c = lo; c < hi; ++c) {
+      if (const int err = journal_.sync_chunk(c)) {
+        note_sync_error(err);
+        return err;
+      }
+    }
+    return 0;
+  }
+
+  /// Writes this shard's state file for a clean close at `generation`:
+  /// counters, the free-list table and the index table. Durable once the
+  /// caller syncs the directory. Requires: no writer is active.
+  void save_state(std::uint64_t generation) {
+    const FileBacking& f = *journal_.files();
+    const std::string& store = journal_.name();
+    const IndexTable* t = index_.table();
+    const std::uint64_t page = page_size();
+    format::StateHeader h{};
+    std::memcpy(h.magic, format::kStateMagic, 8);
+    h.format_version = format::kFormatVersion;
+    h.shard = number_;
+    h.store_id = f.store_id;
+    h.generation = generation;
+    h.chunks = journal_.chunks();
+    h.tail_chunk = journal_.tail_chunk();
+    h.tail_offset = journal_.tail_offset();
+    h.stamp = stamp_;
+    h.records = size();
+    h.key_value_bytes = key_value_bytes_;
+    h.live_bytes = live_bytes_;
+    h.puts = puts_;
+    h.removes = removes_;
+    h.free_records = free_.total_records();
+    h.free_bytes = free_.total_bytes();
+    h.index_capacity = t->capacity;
+    h.index_full = index_.size();
+    h.index_tombstones = index_.tombstones();
+    h.free_table_offset = round_up(sizeof h, page);
+    h.free_table_bytes = FreeLists::table_size();
+    h.index_offset = round_up(h.free_table_offset + h.free_table_bytes, page);
+    h.index_bytes = t->mapped_bytes;
+    IndexTable head = *t;  // as a clean open finds it: no retirement links
+    head.next_retired = nullptr;
+    head.retire_epoch = 0;
+    const auto* slots = reinterpret_cast<const std::uint64_t*>(t + 1);
+    const std::uint64_t slot_words = (t->mapped_bytes - sizeof(IndexTable)) / 8;
+    h.body_hash = body_hash(static_cast<const std::uint64_t*>(free_.table_bytes()),
+                            reinterpret_cast<const std::uint64_t*>(&head), slots, slot_words);
+    format::seal(h);
+
+    const std::string name = format::state_file_name(number_);
+    const std::string tmp = name + ".tmp";
+    const std::string path = f.dir_path + "/" + tmp;
+    Fd fd(open_at(f.dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC));
+    if (!fd) throw_os(errno, store, "creating " + path);
+    try {
+      write_at(fd.get(), &h, sizeof h, 0, store, path);
+      write_at(fd.get(), free_.table_bytes(), h.free_table_bytes, h.free_table_offset, store, path);
+      write_at(fd.get(), &head, sizeof head, h.index_offset, store, path);
+      write_at(fd.get(), slots, slot_words * 8, h.index_offset + sizeof head, store, path);
+      sync_file(fd.get(), store, path);
+      if (::renameat(f.dir_fd, tmp.c_str(), f.dir_fd, name.c_str()) != 0) {
+        throw_os(errno, store, "renaming " + path + " to " + name);
+      }
+    } catch (...) {
+      ::unlinkat(f.dir_fd, tmp.c_str(), 0);
+      throw;
+    }
+  }
+
+  /// A clean open: adopts the state file a clean close at `generation`
+  /// wrote, mapping its index table (copy on write) instead of scanning the
+  /// records. Returns false, with the shard unchanged and `why` set, if the
+  /// file is missing or anything in it fails a check (the caller then
+  /// rebuilds). Requires: chunks attached, no other thread in the shard.
+  bool load_state(std::uint64_t generation, std::string& why) {
+    const FileBacking& f = *journal_.files();
+    const std::string& store = journal_.name();
+    const std::string name = format::state_file_name(number_);
+    const std::string path = f.dir_path + "/" + name;
+    Fd fd(open_at(f.dir_fd, name, O_RDONLY));
+    if (!fd) {
+      why = path + " is missing";
+      return false;
+    }
+    const std::uint64_t size = file_size(fd.get(), store, path);
+    format::StateHeader h{};
+    if (read_at(fd.get(), &h, sizeof h, 0, store, path) != sizeof h ||
+        std::memcmp(h.magic, format::kStateMagic, 8) != 0 ||
+        h.format_version != format::kFormatVersion || format::header_checksum(h) != h.checksum) {
+      why = path + " has no valid header";
+      return false;
+    }
+    const std::uint64_t page = page_size();
+    const std::uint64_t cap = h.index_capacity;
+    const bool tail_ok =
+        h.tail_chunk < journal_.chunks()
+            ? h.tail_offset <= journal_.chunk_size(static_cast<std::uint32_t>(h.tail_chunk)) &&
+                  format::end_of(journal_.end_word(static_cast<std::uint32_t>(h.tail_chunk))) ==
+                      h.tail_offset
+            : h.tail_chunk == journal_.chunks() && h.tail_offset == 0;
+    if (h.shard != number_ || h.store_id != f.store_id || h.generation != generation ||
+        h.chunks != journal_.chunks() || !tail_ok || h.tail_offset % 8 != 0 ||
+        h.stamp % 2 != 0 || h.records != h.index_full || cap < Index::kMinCapacity ||
+        cap > (std::uint64_t{1} << 40) || !std::has_single_bit(cap) ||
+        h.index_full + h.index_tombstones > Index::limit_of(cap) ||
+        h.free_table_offset < sizeof h || h.free_table_offset % page != 0 ||
+        h.free_table_bytes != FreeLists::table_size() ||
+        h.index_offset < h.free_table_offset + h.free_table_bytes || h.index_offset % page != 0 ||
+        h.index_bytes != round_up(sizeof(IndexTable) + cap * 9, page) ||
+        size < h.index_offset + h.index_bytes) {
+      why = path + " does not match the store's chunks or is damaged";
+      return false;
+    }
+    std::vector<std::uint64_t> table(h.free_table_bytes / 8);
+    if (read_at(fd.get(), table.data(), h.free_table_bytes, h.free_table_offset, store, path) !=
+        h.free_table_bytes) {
+      why = path + " is truncated";
+      return false;
+    }
+    std::byte* map = map_file(fd.get(), h.index_offset, h.index_bytes, true, false, store, path);
+    auto* t = reinterpret_cast<IndexTable*>(map);
+    const auto* slots = reinterpret_cast<const std::uint64_t*>(t + 1);
+    if (t->capacity != cap || t->mapped_bytes != h.index_bytes ||
+        body_hash(table.data(), reinterpret_cast<const std::uint64_t*>(t), slots,
+                  (h.index_bytes - sizeof(IndexTable)) / 8) != h.body_hash) {
+      unmap(map, h.index_bytes);
+      why = path + " fails its checksum";
+      return false;
+    }
+    const std::uint64_t old_records = free_.total_records(), old_bytes = free_.total_bytes();
+    std::vector<std::uint64_t> old_table(table.size());
+    std::memcpy(old_table.data(), free_.table_bytes(), h.free_table_bytes);
+    free_.load(table.data(), h.free_records, h.free_bytes);
+    if (!free_.heads_in_bounds()) {
+      free_.load(old_table.data(), old_records, old_bytes);
+      unmap(map, h.index_bytes);
+      why = path + " holds free-list heads outside the chunks";
+      return false;
+    }
+    // From here on the state is adopted.
+    index_.adopt(t, h.index_full, h.index_tombstones);
+    std::uint64_t used = h.tail_offset;
+    for (std::uint32_t c = 0; c < h.tail_chunk && c < journal_.chunks(); ++c) used += journal_.chunk_size(c);
+    journal_.set_tail(static_cast<std::uint32_t>(h.tail_chunk), h.tail_offset, used);
+    stamp_ = h.stamp;
+    records_.store(h.records, std::memory_order_relaxed);
+    key_value_bytes_ = h.key_value_bytes;
+    live_bytes_ = h.live_bytes;
+    puts_ = h.puts;
+    removes_ = h.removes;
+    return true;
+  }
+
+  /// What recover() found.
+  struct Recovery {
+    std::uint64_t records = 0;     // live records indexed
+    std::uint64_t dropped = 0;     // records with a live header whose checksum failed
+    std::uint64_t superseded = 0;  // older records of a key found twice, freed
+  };
+
+  /// Rebuilds the index, the free lists, the counters and the tail from the
+  /// records in the chunks (attached): the open after a crash, or whenever
+  /// the state files cannot be used. Only bytes below each chunk's end word
+  /// are records (the whole chunk if the word is damaged); a live header is
+  /// taken only whole, inside the chunk, with its checksum; anything else
+  /// is free space, stepped over 8 bytes at a time until a record starts
+  /// again. Of two live records of one key the higher stamp wins. Writable:
+  /// rewrites the free space as free records (stamp 2: recovery runs before
+  /// any reader), the prev-free bits, the end words, then frees the losers;
+  /// read-only: builds the index and counters and writes nothing.
+  /// Requires: no other thread in the shard.
+  Recovery recover(bool writable) {
+    Recovery r;
+    std::vector<Location> losers;
+    const std::uint32_t chunks = journal_.chunks();
+    // The tail chunk: the last one whose end says it holds records.
+    std::uint32_t tail = chunks;
+    for (std::uint32_t c = chunks; c-- > 0;) {
+      const std::uint64_t w = journal_.end_word(c);
+      if (!format::end_word_valid(w, journal_.end_salt(c)) || format::end_of(w) != 0) {
+        tail = c;
+        break;
+      }
+    }
+    std::uint64_t max_stamp = 2, tail_offset = 0, used = 0;
+    for (std::uint32_t c = 0; c < chunks && c <= tail; ++c) {
+      const std::uint64_t end = scan_chunk(c, c == tail, writable, losers, max_stamp, r);
+      if (c == tail) {
+        tail_offset = end;
+        used += end;
+      } else {
+        used += journal_.chunk_size(c);
+      }
+    }
+    if (tail == chunks && chunks != 0) tail = 0;  // no records: start at chunk 0 (as reset())
+    journal_.set_tail(tail, tail_offset, used);
+    stamp_ = max_stamp;
+    if (writable) {
+      for (std::uint32_t c = 0; c < chunks; ++c) {
+        journal_.set_end(c, c < tail ? journal_.chunk_size(c) : c == tail ? tail_offset : 0);
+      }
+      for (const Location loc : losers) {
+        std::byte* rec = journal_.at(loc);
+        const record::Meta m = record::read_meta(rec);
+        release(loc, rec, m.capacity(), m.prev_free());
+      }
+    }
+    r.superseded = losers.size();
+    r.records = size();
+    corrupt_.fetch_add(r.dropped, std::memory_order_relaxed);
+    return r;
+  }
 
   /// Walks every chunk record by record and checks the writer's invariants:
   /// lengths stay inside chunks, prev-free bits and footers match the records
@@ -352,6 +619,146 @@ class alignas(64) Shard {
     std::uint64_t capacity;
     bool prev_free;  // the record before the slot is free
   };
+  static std::uint64_t body_hash(const std::uint64_t* free_table, const std::uint64_t* index_head,
+                                 const std::uint64_t* slots, std::uint64_t slot_words) noexcept {
+    const std::uint64_t a = format::hash64(free_table, FreeLists::table_size() / 8);
+    const std::uint64_t b = format::hash64(index_head, sizeof(IndexTable) / 8);
+    const std::uint64_t c = format::hash64(slots, slot_words);
+    return format::mix64(a ^ format::mix64(b ^ format::mix64(c)));
+  }
+
+  /// Scans chunk c for recover(); returns where its records end (in the
+  /// tail chunk: the new tail offset).
+  std::uint64_t scan_chunk(std::uint32_t c, bool is_tail, bool writable,
+                           std::vector<Location>& losers, std::uint64_t& max_stamp, Recovery& r) {
+    constexpr std::uint64_t kHeader = record::kHeaderBytes;
+    const std::uint64_t size = journal_.chunk_size(c);
+    const std::uint64_t word = journal_.end_word(c);
+    std::uint64_t end = size;
+    if (format::end_word_valid(word, journal_.end_salt(c))) {
+      end = std::min(format::end_of(word) & ~std::uint64_t{7}, size);
+    }
+    std::byte* base = journal_.at(Location::make(c, 0));
+    std::uint64_t pos = 0;
+    bool in_run = false;      // [run, pos) is free space
+    std::uint64_t run = 0;
+    std::byte* last_live = nullptr;  // the live record just before `run`, if any
+    while (pos + record::kMinRecord <= end) {
+      std::byte* rec = base + pos;
+      const std::uint64_t stamp = load_relaxed(word_at(rec));
+      const std::uint64_t w1 = load_relaxed(word_at(rec + 8));
+      const record::Meta m = record::Meta::decode(w1);
+      if (stamp != 0 && (stamp & 1) == 0) {
+        if (m.state() == record::State::live) {
+          const std::uint64_t bytes = kHeader + m.capacity();
+          const Location loc = Location::make(c, pos);
+          if (bytes <= end - pos &&
+              record::checksum_in_place(crc_seed_, rec, loc, stamp, w1) == record::stored_checksum(rec)) {
+            bool keep = true;
+            bool prev_free = false;
+            if (in_run) {
+              if (pos - run >= record::kMinRecord) {
+                if (writable) push_free_range(Location::make(c, run), base + run, pos - run, false, 2);
+                prev_free = true;
+              } else if (last_live != nullptr &&
+                         record::Meta::decode(load_relaxed(word_at(last_live + 8))).slack_words() +
+                                 (pos - run) / 8 <= 7) {
+                // A gap too small for a free record: the record before takes
+                // it as slack (its checksum covers the slack, so resealed).
+                if (writable) grow_slack(last_live, Location::make(c, static_cast<std::uint64_t>(last_live - base)), pos - run);
+                live_bytes_ += pos - run;
+              } else {
+                keep = false;  // nowhere to put the gap: the record joins the free space
+                ++r.dropped;
+              }
+            }
+            if (keep) {
+              in_run = false;
+              if (writable && m.prev_free() != prev_free) record::set_prev_free(rec, prev_free);
+              if (stamp > max_stamp) max_stamp = stamp;
+              adopt_record(loc, rec, m, stamp, losers);
+              last_live = rec;
+              pos += bytes;
+              continue;
+            }
+            pos += bytes;
+            continue;  // still in the run
+          }
+          ++r.dropped;  // torn by a crash, or damaged
+        } else if (m.state() == record::State::free) {
+          const std::uint64_t cap = m.value_len;
+          if (cap >= record::kMinPayload && cap % 8 == 0 && kHeader + cap <= end - pos) {
+            if (!in_run) {
+              in_run = true;
+              run = pos;
+            }
+            pos += kHeader + cap;
+            continue;
+          }
+        }
+      }
+      if (!in_run) {
+        in_run = true;
+        run = pos;
+      }
+      pos += 8;
+    }
+    if (is_tail) {
+      // The tail moves back over free space at the end.
+      return in_run ? run : pos;
+    }
+    // A chunk before the tail holds records to its end: the rest is free.
+    const std::uint64_t from = in_run ? run : pos;
+    if (writable && size - from >= record::kMinRecord) {
+      push_free_range(Location::make(c, from), base + from, size - from, false, 2);
+    }
+    return size;
+  }
+
+  /// Recovery: gives the live record `rec` `extra` more bytes of slack.
+  void grow_slack(std::byte* rec, Location loc, std::uint64_t extra) noexcept {
+    record::Meta m = record::Meta::decode(load_relaxed(word_at(rec + 8)));
+    const std::uint64_t slack = m.slack_words() + extra / 8;
+    m.flags = record::Meta::make_flags(record::State::live, slack, m.prev_free(), m.policy_bits());
+    const std::uint64_t stamp = load_relaxed(word_at(rec));
+    store_relaxed(word_at(rec + 8), m.encode());
+    const std::uint64_t w2 = load_relaxed(word_at(rec + 16));
+    store_relaxed(word_at(rec + 16), (w2 & ~std::uint64_t{0xFFFFFFFF}) |
+                                         record::checksum_in_place(crc_seed_, rec, loc, stamp, m.encode()));
+  }
+
+  /// Recovery: indexes the live record at `loc` unless a record of its key
+  /// with a higher stamp is indexed already; the one that loses goes to
+  /// `losers`.
+  void adopt_record(Location loc, const std::byte* rec, const record::Meta& m, std::uint64_t stamp,
+                    std::vector<Location>& losers) {
+    const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+    const std::uint64_t h = hash_(key);
+    Index::Found f = find_for_write(key, h);
+    if (f.found) {
+      const Location other = index_.location(f.slot);
+      const std::byte* orec = journal_.at(other);
+      if (load_relaxed(word_at(orec)) > stamp) {
+        losers.push_back(loc);
+        return;
+      }
+      const record::Meta om = record::read_meta(orec);
+      losers.push_back(other);
+      index_.update(f.slot, loc);
+      key_value_bytes_ -= std::uint64_t{om.key_len} + om.value_len;
+      live_bytes_ -= record::kHeaderBytes + om.capacity();
+    } else {
+      if (index_.needs_room()) {
+        grow_index();
+        f = find_for_write(key, h);
+      }
+      index_.insert(f.insert_slot, h, loc);
+      records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    key_value_bytes_ += std::uint64_t{m.key_len} + m.value_len;
+    live_bytes_ += record::kHeaderBytes + m.capacity();
+  }
+
   enum class Examined { hit, other, restart, starved };
   enum class Probe { hit, miss, starved };
 
@@ -427,6 +834,12 @@ class alignas(64) Shard {
         // the slot or the generation before it freed the record.
         if (!index_.unchanged_since(generation)) return Examined::restart;
         if (load_relaxed(slot) != loc.raw()) continue;
+        if (verify_) {
+          const bool intact = record::checksum_in_place(crc_seed_, rec, loc, s1, m.encode()) ==
+                              record::stored_checksum(rec);
+          if (!record::validate(rec, s1)) continue;
+          if (!intact) report_corrupt(loc);  // throws
+        }
         if (on_hit(loc, rec, m, s1)) return Examined::hit;
         continue;
       }
@@ -463,7 +876,14 @@ class alignas(64) Shard {
           vbuf.resize(m.value_len);
           record::copy_out(kbuf.data(), rec, 0, m.key_len);
           record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
+          const std::uint32_t stored = record::stored_checksum(rec);
           if (record::validate(rec, s1)) {
+            if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf) != stored) {
+              // A damaged record: skipped (and counted), so that a walk can
+              // salvage what is intact.
+              corrupt_.fetch_add(1, std::memory_order_relaxed);
+              return false;
+            }
             if (index_.unchanged_since(generation)) {
               if (load_relaxed(slot) == loc.raw()) return true;
               continue;  // the slot moved on: read where it leads now
@@ -537,20 +957,74 @@ class alignas(64) Shard {
     const Location loc = journal_.append(
         record::kHeaderBytes + need, [this](Location l, std::byte* r, std::uint64_t bytes) {
           // Space the tail skips, after a live record (a free record never
-          // ends at the tail: release() hands it back). Pieces fit the
-          // 32-bit capacity field.
-          bool prev_free = false;
-          while (bytes != 0) {
-            std::uint64_t piece = std::min(bytes, record::kHeaderBytes + record::kMaxFreeCapacity);
-            if (bytes - piece != 0 && bytes - piece < record::kMinRecord) piece -= record::kMinRecord;
-            free_.push(r, l, piece - record::kHeaderBytes, next_stamp(), prev_free);
-            prev_free = true;
-            l = Location::make(l.chunk(), l.offset() + piece);
-            r += piece;
-            bytes -= piece;
-          }
+          // ends at the tail: release() hands it back).
+          push_free_range(l, r, bytes, false, next_stamp());
         });
     return {loc, journal_.at(loc), need, false};
+  }
+
+  /// Makes `bytes` (>= kMinRecord) at `l` free records, in pieces that fit
+  /// the 32-bit capacity field; `prev_free`: the record before is free.
+  void push_free_range(Location l, std::byte* r, std::uint64_t bytes, bool prev_free,
+                       std::uint64_t stamp) noexcept {
+    if (durable_) journal_.mark_dirty(l.chunk());
+    while (bytes != 0) {
+      std::uint64_t piece = std::min(bytes, record::kHeaderBytes + record::kMaxFreeCapacity);
+      if (bytes - piece != 0 && bytes - piece < record::kMinRecord) piece -= record::kMinRecord;
+      free_.push(r, l, piece - record::kHeaderBytes, stamp, prev_free);
+      prev_free = true;
+      l = Location::make(l.chunk(), l.offset() + piece);
+      r += piece;
+      bytes -= piece;
+    }
+  }
+
+  /// Writes key -> value into a slot allocate() returned, with its checksum
+  /// in file-backed stores.
+  void write_record(const Slot& s, std::string_view key, std::string_view value,
+                    std::uint8_t type) noexcept {
+    const std::uint64_t stamp = next_stamp();
+    std::uint64_t word2 = 0;
+    if (durable_) {
+      const std::uint64_t slack = (s.capacity - record::payload_for(key.size(), value.size())) / 8;
+      const record::Meta m{static_cast<std::uint32_t>(value.size()),
+                           static_cast<std::uint16_t>(key.size()),
+                           record::Meta::make_flags(record::State::live, slack, s.prev_free, 0), type};
+      word2 = record::checksum_of(crc_seed_, stamp, m.encode(), s.loc, key, value);
+      journal_.mark_dirty(s.loc.chunk());
+    }
+    record::write_live(s.rec, stamp, key, value, type, s.capacity, s.prev_free, 0, word2);
+  }
+
+  static JournalConfig journal_config(const ShardConfig& c, std::uint32_t number) noexcept {
+    JournalConfig j = c.journal;
+    j.shard = number;
+    return j;
+  }
+  static std::uint32_t crc_seed(std::uint64_t store_id, std::uint32_t number) noexcept {
+    const std::uint64_t words[2] = {store_id, number};
+    return crc32c(words, sizeof words);
+  }
+
+  /// Records the first failed sync of the store (later writes are refused).
+  void note_sync_error(int err) noexcept {
+    if (sync_error_ == nullptr) return;
+    int expected = 0;
+    sync_error_->compare_exchange_strong(expected, err, std::memory_order_relaxed);
+  }
+  [[noreturn, gnu::cold]] void sync_failed(int err) {
+    note_sync_error(err);
+    throw Error(errc_of(err), journal_.name() + ": writing records to disk (msync) failed: " +
+                                  errno_text(err) +
+                                  "; the store refuses writes from now on (reopen it to recover)");
+  }
+  [[noreturn, gnu::cold]] void report_corrupt(Location loc) const {
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
+    throw Error(Errc::corrupt_file,
+                journal_.name() + ": the record at shard " + std::to_string(number_) + ", chunk " +
+                    std::to_string(loc.chunk()) + ", offset " + std::to_string(loc.offset()) +
+                    " fails its checksum: the file " + format::chunk_file_name(number_, loc.chunk()) +
+                    " is damaged there");
   }
 
   /// Frees the slot at `loc` (payload `cap` bytes; `prev_free`: the record
@@ -560,6 +1034,7 @@ class alignas(64) Shard {
   /// the record after it. Either way the slot's stamp changes first.
   void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept {
     constexpr std::uint64_t kHeader = record::kHeaderBytes;
+    if (durable_) journal_.mark_dirty(loc.chunk());
     // The slot's own stamp changes before anything else, even if it is about
     // to vanish into the free record before it: a reader still copying it
     // must fail its second check before a footer or link lands in its bytes.
@@ -670,6 +1145,13 @@ class alignas(64) Shard {
   IndexTable* retired_ = nullptr;     // retired tables, newest first
   IndexTable* quarantine_ = nullptr;  // AddressSanitizer builds: freed, poisoned
   std::uint64_t writes_since_reclaim_ = 0;
+  std::uint32_t number_;
+  bool durable_;
+  bool verify_;
+  bool sync_each_;
+  std::uint32_t crc_seed_;
+  std::atomic<int>* sync_error_;
+  mutable std::atomic<std::uint64_t> corrupt_{0};  // damaged records met (recovery, reads)
 };
 
 }  // namespace offheap::detail

@@ -62,7 +62,9 @@ struct Stats {
                          ///< close was not clean, or its state files failed their checks)
   std::uint64_t superseded_records = 0;  ///< recovery: older records of a key found beside
                                          ///< a newer one (a crash during an update), freed
-  double open_seconds = 0;  ///< how long the open took (files: mapping, loading or rebuilding)
+  double open_seconds = 0;
+  std::uint64_t deferred_records = 0;  ///< Durability::periodic: old records of updates kept
+                                       ///< whole until the next sync makes the new ones durable  ///< how long the open took (files: mapping, loading or rebuilding)
 };
 
 }  // namespace offheap

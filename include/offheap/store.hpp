@@ -121,9 +121,13 @@ class OffHeapStore {
       throw Error(Errc::io_error, name() + ": not closed cleanly: an earlier sync failed (" +
                                       detail::errno_text(err) + ")");
     }
-    for (Shard& s : shards_) {
-      if (const int err = s.sync(true)) {
-        detail::throw_os(err, name(), "writing the records to disk at close (msync)");
+    // Twice: the first pass frees the records that updates superseded
+    // (periodic), the second writes those frees.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (Shard& s : shards_) {
+        if (const int err = s.sync(true)) {
+          detail::throw_os(err, name(), "writing the records to disk at close (msync)");
+        }
       }
     }
     for (Shard& s : shards_) s.save_state(files_->meta.generation);
@@ -360,7 +364,10 @@ class OffHeapStore {
     for (const Shard& sh : shards_) sh.add_stats(s);
     counters_.sum(s.hits, s.misses);
     s.gets = s.hits + s.misses;
-    for (const Shard& sh : shards_) s.corrupt_records += sh.corrupt_records();
+    for (const Shard& sh : shards_) {
+      s.corrupt_records += sh.corrupt_records();
+      s.deferred_records += sh.deferred_records();
+    }
     s.rebuilt = rebuilt_;
     s.superseded_records = superseded_;
     s.open_seconds = open_seconds_;
@@ -435,6 +442,7 @@ class OffHeapStore {
       c.durable = true;
       c.verify_reads = o.verify_checksums;
       c.sync_each_write = o.durability == Durability::every_write;
+      c.defer_frees = o.durability == Durability::periodic;
       c.store_id = files->meta.store_id;
       c.sync_error = &files->sync_error;
     }

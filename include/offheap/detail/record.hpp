@@ -17,7 +17,7 @@
 //            same stamp twice, and a newer write of a key has a higher stamp.
 //  value len live: the value's length in bytes; free: the payload capacity.
 //  key len   live: the key's length (0-65,535); free: 0.
-//  flags     bits 0-1 state (0 none, 1 live, 2 free); bits 2-4 slack: how many
+//  flags     bits 0-1 state (0 none, 1 live, 2 free, 3 superseded); bits 2-4 slack: how many
 //            spare 8-byte words the payload has beyond payload_for(key, value),
 //            0-4 (a larger spare is split off as a free record); bit 5
 //            prev-free: the record just before this one in its chunk is free
@@ -77,7 +77,10 @@ inline constexpr std::uint64_t kMaxValueBytes = 0xFFFFFFFFu;
 /// A free record's capacity lives in the 32-bit length field.
 inline constexpr std::uint64_t kMaxFreeCapacity = 0xFFFFFFF8u;
 
-enum class State : std::uint8_t { none = 0, live = 1, free = 2 };
+/// superseded: an old record of a key that a newer record replaced, kept
+/// whole (key and value in place) until the newer one is on disk, then freed
+/// (file-backed stores in Durability::periodic; see Shard::write).
+enum class State : std::uint8_t { none = 0, live = 1, free = 2, superseded = 3 };
 
 /// Payload bytes a record of this key and value needs: key + value rounded
 /// up to 8, at least kMinPayload.
@@ -215,6 +218,17 @@ inline void write_free(std::byte* rec, std::uint64_t new_stamp, std::uint64_t ca
   store_relaxed(payload_words(rec), next.raw());
   store_relaxed(payload_words(rec) + 1, prev.raw());
   if (capacity > kMinPayload) store_relaxed(payload_words(rec) + capacity / 8 - 1, capacity << 1 | 1);
+  end_write(rec, new_stamp);
+}
+
+/// Marks a live record superseded: a new stamp and state, every other byte
+/// kept (recovery ignores it; readers holding its location see the stamp
+/// change).
+inline void mark_superseded(std::byte* rec, std::uint64_t new_stamp) noexcept {
+  Meta m = Meta::decode(load_relaxed(word_at(rec + 8)));
+  m.flags = static_cast<std::uint8_t>((m.flags & ~3u) | static_cast<unsigned>(State::superseded));
+  begin_write(rec, new_stamp);
+  store_relaxed(word_at(rec + 8), m.encode());
   end_write(rec, new_stamp);
 }
 

@@ -49,6 +49,43 @@
 
 namespace offheap::detail {
 
+/// A list of locations in mapped memory (not the heap), grown by doubling:
+/// the superseded records a shard frees at its next sync.
+class LocationList {
+ public:
+  explicit LocationList(const std::string& name) : name_(name) {}
+  LocationList(const LocationList&) = delete;
+  LocationList& operator=(const LocationList&) = delete;
+  ~LocationList() { unmap(data_, capacity_ * 8); }
+
+  /// Makes room for one more push; throws Error(out_of_space) (the list
+  /// unchanged) if it cannot.
+  void reserve_one() {
+    if (size_ < capacity_) return;
+    const std::uint64_t cap = capacity_ == 0 ? page_size() / 8 : capacity_ * 2;
+    auto* d = reinterpret_cast<std::uint64_t*>(map_anonymous(cap * 8, name_, "the deferred-free list"));
+    if (size_ != 0) std::memcpy(d, data_, size_ * 8);
+    unmap(data_, capacity_ * 8);
+    data_ = d;
+    capacity_ = cap;
+  }
+  /// Requires: reserve_one() since the last push.
+  void push(Location loc) noexcept { data_[size_++] = loc.raw(); }
+  Location operator[](std::uint64_t i) const noexcept { return Location::from_raw(data_[i]); }
+  std::uint64_t size() const noexcept { return size_; }
+  /// Removes the first n entries.
+  void drop_front(std::uint64_t n) noexcept {
+    std::memmove(data_, data_ + n, (size_ - n) * 8);
+    size_ -= n;
+  }
+
+ private:
+  const std::string& name_;
+  std::uint64_t* data_ = nullptr;
+  std::uint64_t size_ = 0;
+  std::uint64_t capacity_ = 0;
+};
+
 /// Spins briefly, then yields, while a reader waits out a writer.
 class Backoff {
  public:
@@ -78,6 +115,7 @@ struct ShardConfig {
   bool durable = false;
   bool verify_reads = false;     // check a record's checksum on every read
   bool sync_each_write = false;  // Durability::every_write
+  bool defer_frees = false;      // Durability::periodic: free an update's old record after a sync
   std::uint64_t store_id = 0;
   std::atomic<int>* sync_error = nullptr;  // the first failed sync's errno, store-wide
 };
@@ -97,8 +135,10 @@ class alignas(64) Shard {
       : hash_(hash), domain_(domain), journal_(journal_config(config, number), name),
         index_(config.expected_entries, name), free_(journal_, name),
         number_(number), durable_(config.durable), verify_(config.durable && config.verify_reads),
-        sync_each_(config.durable && config.sync_each_write), crc_seed_(crc_seed(config.store_id, number)),
-        sync_error_(config.sync_error) {}
+        sync_each_(config.durable && config.sync_each_write),
+        defer_frees_(config.durable && config.defer_frees && !config.sync_each_write),
+        crc_seed_(crc_seed(config.store_id, number)), sync_error_(config.sync_error),
+        deferred_(name) {}
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
   /// Requires: no reader or writer is using the shard any more.
@@ -180,9 +220,23 @@ class alignas(64) Shard {
       if (kInPlace && !durable_ && need <= cap) {
         rewrite_in_place(old, rec, cap, need, key, value, type);
       } else {
+        if (defer_frees_) deferred_.reserve_one();  // may throw; nothing has changed yet
         const Slot s = allocate(need);  // may throw; nothing has changed yet
         write_record(s, key, value, type);
         index_.update(f.slot, s.loc);
+        if (defer_frees_) {
+          // periodic: the old record stays whole on disk, marked superseded,
+          // until a sync has made the new one durable (sync() frees it): a
+          // power loss before then finds one or the other, never neither.
+          record::mark_superseded(rec, next_stamp());
+          deferred_.push(old);
+          live_bytes_ += s.capacity;
+          live_bytes_ -= cap;
+          key_value_bytes_ += value.size();
+          key_value_bytes_ -= m.value_len;
+          ++puts_;
+          return true;
+        }
         // every_write: the new record is on disk before the old one is freed,
         // so that its space is reused only once the record that superseded
         // it is durable.
@@ -252,6 +306,8 @@ class alignas(64) Shard {
     index_.clear();  // moves the generation first: readers inside restart
     journal_.reset();
     free_.clear();
+    deferred_dropped_ += deferred_.size();
+    deferred_.drop_front(deferred_.size());
     records_.store(0, std::memory_order_relaxed);
     key_value_bytes_ = 0;
     live_bytes_ = 0;
@@ -313,8 +369,11 @@ class alignas(64) Shard {
   /// Writes the chunks written since the last sync (`all`: every chunk) to
   /// their files and waits. Returns 0, or the errno of the first failure,
   /// which is also noted store-wide. Takes the lock only to collect them.
+  /// Then frees the old records of updates made before the call (periodic),
+  /// whose successors are now durable.
   int sync(bool all) {
     std::uint32_t lo = 0, hi = 0;
+    std::uint64_t upto = 0;  // deferred entries (counted since the shard began) to free
     {
       std::lock_guard<Lock> guard(lock_);
       journal_.take_dirty(lo, hi);
@@ -322,6 +381,7 @@ class alignas(64) Shard {
         lo = 0;
         hi = journal_.chunks();
       }
+      upto = deferred_dropped_ + deferred_.size();
     }
     for (std::uint32_t c = lo; c < hi; ++c) {
       if (const int err = journal_.sync_chunk(c)) {
@@ -329,7 +389,26 @@ class alignas(64) Shard {
         return err;
       }
     }
+    if (upto != 0) {
+      const WriteLock guard(*this);
+      // Another sync, or clear(), may have dropped some meanwhile.
+      const std::uint64_t deferred = upto > deferred_dropped_ ? upto - deferred_dropped_ : 0;
+      for (std::uint64_t i = 0; i < deferred; ++i) {
+        const Location loc = deferred_[i];
+        std::byte* rec = journal_.at(loc);
+        const record::Meta m = record::read_meta(rec);
+        release(loc, rec, m.capacity(), m.prev_free());
+      }
+      deferred_.drop_front(deferred);
+      deferred_dropped_ += deferred;
+    }
     return 0;
+  }
+
+  /// Old records waiting for a sync before they are freed (periodic).
+  std::uint64_t deferred_records() const {
+    std::lock_guard<Lock> guard(lock_);
+    return deferred_.size();
   }
 
   /// Writes this shard's state file for a clean close at `generation`:
@@ -509,14 +588,13 @@ class alignas(64) Shard {
       }
     }
     std::uint64_t max_stamp = 2, tail_offset = 0, used = 0;
-    for (std::uint32_t c = 0; c < chunks && c <= tail; ++c) {
-      const std::uint64_t end = scan_chunk(c, c == tail, writable, losers, max_stamp, r);
-      if (c == tail) {
-        tail_offset = end;
-        used += end;
-      } else {
-        used += journal_.chunk_size(c);
-      }
+    for (std::uint32_t c = 0; tail < chunks && c < tail; ++c) {  // none if no chunk holds records
+      used += journal_.chunk_size(c);
+      scan_chunk(c, false, writable, losers, max_stamp, r);
+    }
+    if (tail < chunks) {
+      tail_offset = scan_chunk(tail, true, writable, losers, max_stamp, r);
+      used += tail_offset;
     }
     if (tail == chunks && chunks != 0) tail = 0;  // no records: start at chunk 0 (as reset())
     journal_.set_tail(tail, tail_offset, used);
@@ -531,6 +609,7 @@ class alignas(64) Shard {
         release(loc, rec, m.capacity(), m.prev_free());
       }
     }
+    normalized_ = writable;
     r.superseded = losers.size();
     r.records = size();
     corrupt_.fetch_add(r.dropped, std::memory_order_relaxed);
@@ -544,7 +623,8 @@ class alignas(64) Shard {
   /// O(journal); takes the lock.
   std::string verify() const {
     std::lock_guard<Lock> guard(lock_);
-    std::uint64_t free_records = 0, free_bytes = 0, live = 0, live_bytes = 0;
+    if (!normalized_) return verify_index();
+    std::uint64_t free_records = 0, free_bytes = 0, live = 0, live_bytes = 0, superseded = 0;
     for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
       bool prev_is_free = false;
       std::uint64_t prev_cap = 0;
@@ -554,9 +634,7 @@ class alignas(64) Shard {
         const record::Meta m = record::read_meta(rec);
         const std::string where = "chunk " + std::to_string(c) + " offset " +
                                   std::to_string(loc.offset()) + ": ";
-        if (m.state() != record::State::live && m.state() != record::State::free) {
-          return where + "no record";
-        }
+        if (m.state() == record::State::none) return where + "no record";
         if (m.prev_free() != prev_is_free) return where + "prev-free bit is wrong";
         if (prev_is_free &&
             record::capacity_from_footer(load_relaxed(word_at(rec - 8))) != prev_cap) {
@@ -565,6 +643,8 @@ class alignas(64) Shard {
         if (m.state() == record::State::free) {
           ++free_records;
           free_bytes += m.capacity();
+        } else if (m.state() == record::State::superseded) {
+          ++superseded;
         } else {
           ++live;
           live_bytes += record::kHeaderBytes + m.capacity();
@@ -585,6 +665,10 @@ class alignas(64) Shard {
              std::to_string(free_bytes) + " bytes) differ from the free lists (" +
              std::to_string(free_.total_records()) + ", " + std::to_string(free_.total_bytes()) +
              " bytes)";
+    }
+    if (superseded != deferred_.size()) {
+      return "superseded records in the journal (" + std::to_string(superseded) +
+             ") differ from the deferred list (" + std::to_string(deferred_.size()) + ")";
     }
     if (live != index_.size() || live != size() || live_bytes != live_bytes_) {
       return "live records in the journal (" + std::to_string(live) + ", " +
@@ -625,6 +709,38 @@ class alignas(64) Shard {
     const std::uint64_t b = format::hash64(index_head, sizeof(IndexTable) / 8);
     const std::uint64_t c = format::hash64(slots, slot_words);
     return format::mix64(a ^ format::mix64(b ^ format::mix64(c)));
+  }
+
+  /// verify() after a read-only recovery, which leaves the free space as it
+  /// found it: every indexed record is live, whole, intact and found by its
+  /// key, and they add up to the counters.
+  std::string verify_index() const {
+    const IndexTable* t = index_.table();
+    std::uint64_t live = 0, live_bytes = 0;
+    for (std::uint64_t slot = 0; slot < t->capacity; ++slot) {
+      if (ctrl::byte_of(t->ctrl_words()[slot / 8], slot % 8) < 0x80) continue;
+      const Location loc = Location::from_raw(t->locations()[slot]);
+      const std::string where = "chunk " + std::to_string(loc.chunk()) + " offset " +
+                                std::to_string(loc.offset()) + ": ";
+      std::uint64_t avail = 0;
+      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+      if (rec == nullptr) return where + "indexed location outside the chunks";
+      const record::Meta m = record::read_meta(rec);
+      if (m.state() != record::State::live || record::kHeaderBytes + m.capacity() > avail) {
+        return where + "indexed record not live or not whole";
+      }
+      if (durable_ && record::checksum_in_place(crc_seed_, rec, loc, load_relaxed(word_at(rec)),
+                                                m.encode()) != record::stored_checksum(rec)) {
+        return where + "indexed record fails its checksum";
+      }
+      const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+      const Index::Found f = find_for_write(key, hash_(key));
+      if (!f.found || f.slot != slot) return where + "indexed record not found by its key";
+      ++live;
+      live_bytes += record::kHeaderBytes + m.capacity();
+    }
+    if (live != size() || live_bytes != live_bytes_) return "indexed records differ from the counters";
+    return {};
   }
 
   /// Scans chunk c for recover(); returns where its records end (in the
@@ -685,8 +801,10 @@ class alignas(64) Shard {
             continue;  // still in the run
           }
           ++r.dropped;  // torn by a crash, or damaged
-        } else if (m.state() == record::State::free) {
-          const std::uint64_t cap = m.value_len;
+        } else if (m.state() == record::State::free || m.state() == record::State::superseded) {
+          // Free space: a free record, or an old record whose successor had
+          // been written (the successor is found on its own).
+          const std::uint64_t cap = m.capacity();
           if (cap >= record::kMinPayload && cap % 8 == 0 && kHeader + cap <= end - pos) {
             if (!in_run) {
               in_run = true;
@@ -1149,8 +1267,12 @@ class alignas(64) Shard {
   bool durable_;
   bool verify_;
   bool sync_each_;
+  bool defer_frees_;
   std::uint32_t crc_seed_;
   std::atomic<int>* sync_error_;
+  LocationList deferred_;  // superseded records, oldest first (periodic)
+  std::uint64_t deferred_dropped_ = 0;  // entries ever taken off deferred_
+  bool normalized_ = true;  // false after a read-only recovery: free space left as found
   mutable std::atomic<std::uint64_t> corrupt_{0};  // damaged records met (recovery, reads)
 };
 

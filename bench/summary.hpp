@@ -30,6 +30,7 @@ struct Sample {
   double items_per_second = 0;
   double iterations = 0;
   double cpu_seconds = 0;
+  double real_seconds = 0;  // wall (or manual) time of the repetition's iterations
   std::map<std::string, double> counters;
 
   double counter(const std::string& name, double fallback = NAN) const {
@@ -87,6 +88,7 @@ class SummaryReporter : public benchmark::ConsoleReporter {
     s.items_per_second = s.counter("items_per_second", 0.0);
     s.iterations = static_cast<double>(r.iterations);
     s.cpu_seconds = r.cpu_accumulated_time;
+    s.real_seconds = r.real_accumulated_time;
     return s;
   }
 

@@ -77,6 +77,10 @@ static_assert(sizeof(ChunkHeader) == 48);
 /// size in the others), bits 48-63 a check of it (end_check). Stored with one
 /// 8-byte store before any record is written past the old end.
 inline constexpr std::uint64_t kEndWordOffset = 64;
+/// Chunk 0 only: the shard's live record count as last stored, updated with
+/// every insert and removal. A hint that sizes the index a rebuild starts
+/// with (so that it never rehashes); trusted for nothing else.
+inline constexpr std::uint64_t kRecordsHintOffset = 72;
 
 /// Shard s's state file, written at a clean close: this header at offset 0,
 /// the free-list table at free_table_offset, the index table (IndexTable and

@@ -287,6 +287,21 @@ class Index {
     tombstones_ = tombstones;
   }
 
+  /// Starts an empty index over with room for `entries` (recovery, before
+  /// any reader). Throws Error(out_of_space); the index is unchanged then.
+  void reserve_empty(std::uint64_t entries) {
+    if (full_ != 0 || capacity_for(entries) <= table()->capacity) return;
+    adopt(IndexTable::create(capacity_for(entries), name_), 0, 0);
+  }
+
+  /// Brings the group a probe for `hash` starts at into the cache.
+  void prefetch(std::uint64_t hash) const noexcept {
+    const IndexTable* t = table();
+    const std::uint64_t g = hash & (t->groups() - 1);
+    __builtin_prefetch(t->ctrl_words() + g);
+    __builtin_prefetch(t->locations() + g * 8);
+  }
+
   std::uint64_t size() const noexcept { return full_; }
   std::uint64_t tombstones() const noexcept { return tombstones_; }
   std::uint64_t capacity() const noexcept { return table()->capacity; }

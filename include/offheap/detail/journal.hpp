@@ -221,6 +221,16 @@ class Journal {
                   format::end_word(end, end_salt(c)));
     mark_dirty(c);
   }
+  /// The records hint of chunk 0 (format.hpp); file-backed journals only.
+  void set_records_hint(std::uint64_t n) noexcept {
+    if (files() && chunks_ != 0) {
+      store_relaxed(word_at(chunk_base(0) - format::kChunkHeaderBytes + format::kRecordsHintOffset), n);
+    }
+  }
+  std::uint64_t records_hint() const noexcept {
+    if (!files() || chunks_ == 0) return 0;
+    return load_relaxed(word_at(chunk_base(0) - format::kChunkHeaderBytes + format::kRecordsHintOffset));
+  }
   void mark_dirty(std::uint32_t c) noexcept {
     if (c < dirty_lo_) dirty_lo_ = c;
     if (c + 1 > dirty_hi_) dirty_hi_ = c + 1;

@@ -262,6 +262,7 @@ class alignas(64) Shard {
     write_record(s, key, value, type);
     index_.insert(f.insert_slot, h, s.loc);
     records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (durable_) journal_.set_records_hint(size());
     key_value_bytes_ += key.size() + value.size();
     live_bytes_ += record::kHeaderBytes + s.capacity;
     ++puts_;
@@ -289,6 +290,7 @@ class alignas(64) Shard {
     const std::uint64_t cap = m.capacity();
     release(loc, rec, cap, m.prev_free());
     records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    if (durable_) journal_.set_records_hint(size());
     key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
     live_bytes_ -= record::kHeaderBytes + cap;
     ++removes_;
@@ -308,6 +310,7 @@ class alignas(64) Shard {
     free_.clear();
     deferred_dropped_ += deferred_.size();
     deferred_.drop_front(deferred_.size());
+    if (durable_) journal_.set_records_hint(0);
     records_.store(0, std::memory_order_relaxed);
     key_value_bytes_ = 0;
     live_bytes_ = 0;
@@ -587,6 +590,11 @@ class alignas(64) Shard {
         break;
       }
     }
+    // Size the index for the records the shard last had (a hint; bounded by
+    // what the chunks could hold), so that it never rehashes.
+    std::uint64_t room = 0;
+    for (std::uint32_t c = 0; c < chunks; ++c) room += journal_.chunk_size(c) / record::kMinRecord;
+    index_.reserve_empty(std::min(journal_.records_hint(), room) * 9 / 8);
     std::uint64_t max_stamp = 2, tail_offset = 0, used = 0;
     for (std::uint32_t c = 0; tail < chunks && c < tail; ++c) {  // none if no chunk holds records
       used += journal_.chunk_size(c);
@@ -597,8 +605,10 @@ class alignas(64) Shard {
       used += tail_offset;
     }
     if (tail == chunks && chunks != 0) tail = 0;  // no records: start at chunk 0 (as reset())
+    adopt_batch(losers);
     journal_.set_tail(tail, tail_offset, used);
     stamp_ = max_stamp;
+    if (writable) journal_.set_records_hint(size());
     if (writable) {
       for (std::uint32_t c = 0; c < chunks; ++c) {
         journal_.set_end(c, c < tail ? journal_.chunk_size(c) : c == tail ? tail_offset : 0);
@@ -792,7 +802,7 @@ class alignas(64) Shard {
               in_run = false;
               if (writable && m.prev_free() != prev_free) record::set_prev_free(rec, prev_free);
               if (stamp > max_stamp) max_stamp = stamp;
-              adopt_record(loc, rec, m, stamp, losers);
+              queue_adopt(loc, rec, m, stamp, losers);
               last_live = rec;
               pos += bytes;
               continue;
@@ -845,13 +855,40 @@ class alignas(64) Shard {
                                          record::checksum_in_place(crc_seed_, rec, loc, stamp, m.encode()));
   }
 
+  /// Recovery indexes records in batches: their hashes first, then a
+  /// prefetch of each one's index group, then the inserts, so that the
+  /// cache misses of a batch overlap.
+  struct PendingAdopt {
+    Location loc;
+    const std::byte* rec;
+    record::Meta m;
+    std::uint64_t stamp;
+    std::uint64_t hash;
+  };
+  static constexpr unsigned kAdoptBatch = 16;
+
+  void queue_adopt(Location loc, const std::byte* rec, const record::Meta& m, std::uint64_t stamp,
+                   std::vector<Location>& losers) {
+    const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+    const std::uint64_t h = hash_(key);
+    index_.prefetch(h);
+    batch_[batch_size_++] = PendingAdopt{loc, rec, m, stamp, h};
+    if (batch_size_ == kAdoptBatch) adopt_batch(losers);
+  }
+  void adopt_batch(std::vector<Location>& losers) {
+    for (unsigned i = 0; i < batch_size_; ++i) {
+      const PendingAdopt& p = batch_[i];
+      adopt_record(p.loc, p.rec, p.m, p.stamp, p.hash, losers);
+    }
+    batch_size_ = 0;
+  }
+
   /// Recovery: indexes the live record at `loc` unless a record of its key
   /// with a higher stamp is indexed already; the one that loses goes to
   /// `losers`.
   void adopt_record(Location loc, const std::byte* rec, const record::Meta& m, std::uint64_t stamp,
-                    std::vector<Location>& losers) {
+                    std::uint64_t h, std::vector<Location>& losers) {
     const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-    const std::uint64_t h = hash_(key);
     Index::Found f = find_for_write(key, h);
     if (f.found) {
       const Location other = index_.location(f.slot);
@@ -1273,6 +1310,8 @@ class alignas(64) Shard {
   LocationList deferred_;  // superseded records, oldest first (periodic)
   std::uint64_t deferred_dropped_ = 0;  // entries ever taken off deferred_
   bool normalized_ = true;  // false after a read-only recovery: free space left as found
+  PendingAdopt batch_[kAdoptBatch];  // recovery only
+  unsigned batch_size_ = 0;
   mutable std::atomic<std::uint64_t> corrupt_{0};  // damaged records met (recovery, reads)
 };
 

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
@@ -598,4 +599,49 @@ TEST_CASE("a full disk is an out_of_space error, and the store keeps everything"
   std::signal(SIGXFSZ, old_handler);
   Store s(o);
   check_holds(s, m);
+}
+
+TEST_CASE("after a failed sync the store refuses writes, and a reopen has everything", "[files]") {
+  struct FailSyncs {
+    explicit FailSyncs(int err) { offheap::detail::testing_fail_syncs().store(err); }
+    ~FailSyncs() { offheap::detail::testing_fail_syncs().store(0); }
+  };
+  for (const Durability d : {Durability::on_close, Durability::periodic, Durability::every_write}) {
+    INFO("durability " << offheap::to_string(d));
+    TempDir dir;
+    const Options o = file_options(dir / "store", d);
+    Model m;
+    {
+      Store s(o);
+      m = fill(s, 13);
+      {
+        const FailSyncs fail(EIO);
+        if (d == Durability::every_write) {
+          // The write is in memory but not known to be on disk: reported.
+          const Errc code = error_of([&] { s.put("during", "failure"); });
+          CHECK(code == Errc::io_error);
+          m["during"] = "failure";
+        } else {
+          try {
+            s.sync();
+            FAIL("sync() succeeded");
+          } catch (const offheap::Error& e) {
+            CHECK(e.code() == Errc::io_error);
+            CHECK_THAT(e.what(), Catch::Contains("Input/output error"));
+          }
+        }
+      }
+      // Syncs would work again, but what reached the disk is unknown:
+      // the store refuses writes until it is reopened.
+      CHECK(error_of([&] { s.put("after", "failure"); }) == Errc::io_error);
+      CHECK(error_of([&] { s.remove("key-1"); }) == Errc::io_error);
+      CHECK(error_of([&] { s.sync(); }) == Errc::io_error);
+      CHECK(error_of([&] { s.close(); }) == Errc::io_error);
+      check_holds(s, m);  // reads go on
+    }
+    Store s(o);
+    CHECK(s.stats().rebuilt);  // not closed cleanly
+    check_holds(s, m);
+    s.put("after", "reopen");
+  }
 }

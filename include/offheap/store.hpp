@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -151,7 +152,7 @@ class OffHeapStore {
     // New chunk files' directory entries (synced as they are made unless
     // Durability::none).
     if (!files_->backing.sync_new_files) detail::sync_dir(files_->dir.get(), name(), files_->path);
-    last_sync_ = std::chrono::steady_clock::now();
+    last_sync_.store(now_ns(), std::memory_order_relaxed);
   }
   OffHeapStore(const OffHeapStore&) = delete;
   OffHeapStore& operator=(const OffHeapStore&) = delete;
@@ -243,7 +244,8 @@ class OffHeapStore {
     for (Shard& s : shards_) s.maintain();
     if (files_ && !options_.background_maintenance &&
         options_.durability == Durability::periodic && !files_->closed.load() &&
-        std::chrono::steady_clock::now() - last_sync_ >= options_.sync_interval) {
+        now_ns() - last_sync_.load(std::memory_order_relaxed) >=
+            std::chrono::duration_cast<std::chrono::nanoseconds>(options_.sync_interval).count()) {
       sync();
     }
   }
@@ -589,8 +591,14 @@ class OffHeapStore {
         start_maintenance();
       }
     }
-    last_sync_ = std::chrono::steady_clock::now();
-    open_seconds_ = std::chrono::duration<double>(last_sync_ - start).count();
+    last_sync_.store(now_ns(), std::memory_order_relaxed);
+    open_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  static std::int64_t now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
 
   /// Runs fn(shard number) for every shard on up to one thread per core.
@@ -719,7 +727,7 @@ class OffHeapStore {
   detail::ReadCounters counters_;
   Shards shards_;
   std::unique_ptr<Maintenance> maintenance_;
-  std::chrono::steady_clock::time_point last_sync_{};
+  std::atomic<std::int64_t> last_sync_{0};  // steady clock, ns; sync() may run on two threads
   bool rebuilt_ = false;
   std::uint64_t superseded_ = 0;
   double open_seconds_ = 0;

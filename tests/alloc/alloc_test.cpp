@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <malloc.h>
 #include <new>
 #include <string>
@@ -117,13 +118,16 @@ TEST_CASE("the counting allocator sees allocations", "[alloc]") {
   CHECK(n >= 3);
 }
 
-TEST_CASE("hot-path calls allocate nothing after warm-up", "[alloc]") {
+namespace {
+
+/// Every hot-path call, measured after one warm-up call of each kind.
+/// `sync`: also a sync() inside a measured window (file-backed stores).
+void check_hot_path(offheap::Options o, bool sync) {
   constexpr std::size_t kPresent = 20000, kNew = 50000;
   const Keys present(kPresent, "p:");
   const Keys fresh(kNew, "n:");
   const std::string value64(64, 'v'), value200(200, 'w'), value7(7, 's');
 
-  offheap::Options o;
   o.expected_entries = kPresent + kNew;
   offheap::Store store(o);
   for (std::size_t i = 0; i < kPresent; ++i) store.put(present[i], value64);
@@ -194,6 +198,36 @@ TEST_CASE("hot-path calls allocate nothing after warm-up", "[alloc]") {
   CHECK(d == static_cast<double>(kPresent) * (kPresent - 1) / 2);
   CHECK(store.get(fresh[5], out));
   CHECK(out == value7);
+  if (sync) {
+    CHECK(allocations_of([&] {
+            for (std::size_t i = 0; i < kPresent; ++i) store.put(present[i], value200);
+            store.sync();  // periodic: frees the superseded records
+            for (std::size_t i = 0; i < kPresent; ++i) store.put(present[i], value64);
+          }) == 0);
+    CHECK(store.verify() == "");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("hot-path calls allocate nothing after warm-up", "[alloc]") {
+  check_hot_path(offheap::Options{}, false);
+}
+
+TEST_CASE("hot-path calls of a file-backed store allocate nothing after warm-up", "[alloc][files]") {
+  char tmpl[] = "/tmp/offheap-alloc-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::filesystem::path dir = tmpl;
+  for (const offheap::Durability d : {offheap::Durability::on_close, offheap::Durability::periodic}) {
+    INFO("durability " << offheap::to_string(d));
+    offheap::Options o;
+    o.path = dir / offheap::to_string(d);
+    o.durability = d;
+    o.background_maintenance = false;
+    o.min_chunk_bytes = 256 << 20;  // one chunk: adding a chunk file is growth, not the hot path
+    check_hot_path(o, true);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("the heap does not grow with the number of records", "[alloc]") {

@@ -8,6 +8,7 @@
 #include <offheap/detail/os.hpp>
 #include <offheap/error.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -142,10 +143,18 @@ inline std::byte* map_file(int fd, std::uint64_t offset, std::uint64_t bytes, bo
   return static_cast<std::byte*>(p);
 }
 
+/// Fault injection for tests: while nonzero, every sync_mapping() fails
+/// with this errno instead of calling msync.
+inline std::atomic<int>& testing_fail_syncs() noexcept {
+  static std::atomic<int> err{0};
+  return err;
+}
+
 /// Writes the dirty pages of [p, p + bytes) (page-aligned p) to the file and
 /// waits for them. Returns 0 or the errno.
 inline int sync_mapping(void* p, std::uint64_t bytes) noexcept {
   if (bytes == 0) return 0;
+  if (const int err = testing_fail_syncs().load(std::memory_order_relaxed)) return err;
   return ::msync(p, bytes, MS_SYNC) == 0 ? 0 : errno;
 }
 

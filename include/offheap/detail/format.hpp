@@ -15,15 +15,16 @@
 // header carries a CRC32C of its fixed fields; the state files carry a
 // 64-bit checksum of their tables as well.
 //
-// Format version. kFormatVersion names this layout, apart from the library
-// version: it changes (and a store written by another one is refused with
-// Errc::format_version) whenever any byte of a file above, a record header,
-// the record checksum, the meaning of a flag or the naming of files changes.
-// Adding files that an older reader would ignore does not change it; a new
-// version never reinterprets an old file silently.
+// Format version. offheap::kFormatVersion (version.hpp) names this layout,
+// apart from the library version: it changes (and a store written in another
+// one is refused with Errc::format_version) whenever any byte of a file
+// above, a record header, the record checksum, the meaning of a flag or the
+// naming of files changes. Adding files that an older reader would ignore
+// does not change it; a new version never reinterprets an old file silently.
 #pragma once
 
 #include <offheap/detail/crc32c.hpp>
+#include <offheap/version.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +34,7 @@
 
 namespace offheap::detail::format {
 
-inline constexpr std::uint32_t kFormatVersion = 1;
+inline constexpr std::uint32_t kFormatVersion = offheap::kFormatVersion;
 /// The header page before each chunk's records.
 inline constexpr std::uint64_t kChunkHeaderBytes = 4096;
 

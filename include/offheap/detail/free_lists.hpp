@@ -85,8 +85,11 @@ class FreeLists {
   /// Takes the free record `rec` (of `capacity`) off its list.
   void unlink(const std::byte* rec, std::uint64_t capacity) noexcept {
     const unsigned c = class_of(capacity);
-    const Location next = record::free_next(rec);
-    const Location prev = record::free_prev(rec);
+    // Links outside the journal exist only in a damaged file: cut there.
+    Location next = record::free_next(rec);
+    Location prev = record::free_prev(rec);
+    if (!next.is_none() && !inside(next)) next = Location::none();
+    if (!prev.is_none() && !inside(prev)) prev = Location::none();
     if (prev.is_none()) {
       heads()[c] = next.raw();
     } else {
@@ -113,8 +116,18 @@ class FreeLists {
     Taken t;
     for (unsigned c = next_nonempty(class_of(need)); c < kClasses; c = next_nonempty(c + 1)) {
       const Location head = Location::from_raw(heads()[c]);
+      if (!inside(head)) {
+        drop_class(c);  // a damaged file's list: forgotten (its space with it)
+        continue;
+      }
       std::byte* rec = journal_.at(head);
-      const std::uint64_t cap = record::read_meta(rec).capacity();
+      const record::Meta m = record::read_meta(rec);
+      const std::uint64_t cap = m.capacity();
+      if (m.state() != record::State::free || class_of(cap) != c ||
+          head.offset() + record::kHeaderBytes + cap > journal_.chunk_size(head.chunk())) {
+        drop_class(c);
+        continue;
+      }
       if (cap < need) continue;  // only in a power-of-two class
       unlink(rec, cap);
       t.loc = head;
@@ -183,6 +196,22 @@ class FreeLists {
   std::uint64_t* big_bytes() const noexcept { return table_ + kClasses + kBitmapWords; }
   std::uint32_t* records() const noexcept {
     return reinterpret_cast<std::uint32_t*>(table_ + kClasses + kBitmapWords + kBigClasses);
+  }
+
+  /// Whether a record of kMinRecord bytes at `loc` lies inside the journal.
+  bool inside(Location loc) const noexcept {
+    return loc.chunk() < journal_.chunks() &&
+           loc.offset() + record::kMinRecord <= journal_.chunk_size(loc.chunk());
+  }
+  /// Forgets class c's list (only ever for a damaged file's).
+  void drop_class(unsigned c) noexcept {
+    const std::uint64_t bytes = class_bytes(c);
+    total_records_ -= records()[c] <= total_records_ ? records()[c] : total_records_;
+    total_bytes_ -= bytes <= total_bytes_ ? bytes : total_bytes_;
+    heads()[c] = Location::none().raw();
+    records()[c] = 0;
+    if (c >= kExactClasses) big_bytes()[c - kExactClasses] = 0;
+    nonempty()[c / 64] &= ~(std::uint64_t{1} << (c % 64));
   }
 
   /// The first non-empty class >= c, or kClasses.

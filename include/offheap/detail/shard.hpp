@@ -205,6 +205,11 @@ class alignas(64) Shard {
     const std::uint64_t need = record::payload_for(key.size(), value.size());
     const WriteLock guard(*this);
     Index::Found f = find_for_write(key, h);
+    if (f.found && !writable_record_ok(index_.location(f.slot), journal_.at(index_.location(f.slot)),
+                                       record::read_meta(journal_.at(index_.location(f.slot))))) {
+      drop_damaged(f.slot);  // the key's damaged record: written afresh below
+      f = find_for_write(key, h);
+    }
     if (f.found) {
       if (mode == Mode::insert) return false;
       const Location old = index_.location(f.slot);
@@ -281,6 +286,10 @@ class alignas(64) Shard {
     const Location loc = index_.location(f.slot);
     std::byte* rec = journal_.at(loc);
     const record::Meta m = record::read_meta(rec);
+    if (!writable_record_ok(loc, rec, m)) {
+      drop_damaged(f.slot);  // gone either way; its bytes stay (untrusted lengths)
+      return expected == nullptr;
+    }
     if (expected != nullptr &&
         !(m.value_len == expected->size() &&
           std::memcmp(record::value_bytes(rec, m.key_len), expected->data(), expected->size()) == 0)) {
@@ -1074,10 +1083,33 @@ class alignas(64) Shard {
     return index_.find(h, [&](Location loc) {
       const std::byte* rec = journal_.at(loc);
       const record::Meta m = record::read_meta(rec);
+      // The bound matters only for a damaged file-backed record.
       return m.key_len == key.size() &&
+             loc.offset() + record::kHeaderBytes + key.size() <= journal_.chunk_size(loc.chunk()) &&
              equal_bytes(reinterpret_cast<const char*>(rec + record::kHeaderBytes), key.data(),
                          key.size());
     });
+  }
+
+  /// File-backed stores: whether the indexed record a writer is about to
+  /// replace or free is whole and intact, so that its header's lengths can
+  /// be trusted (a file damaged after a clean close is found here, or by a
+  /// read). Always true in memory.
+  bool writable_record_ok(Location loc, const std::byte* rec, const record::Meta& m) const noexcept {
+    if (!durable_) return true;
+    return m.state() == record::State::live &&
+           loc.offset() + record::kHeaderBytes + m.capacity() <= journal_.chunk_size(loc.chunk()) &&
+           record::checksum_in_place(crc_seed_, rec, loc, load_relaxed(word_at(rec)), m.encode()) ==
+               record::stored_checksum(rec);
+  }
+
+  /// Takes a damaged record out of the index, leaving its bytes where they
+  /// are (its lengths cannot be trusted to free it); counted in stats().
+  void drop_damaged(std::uint64_t slot) noexcept {
+    index_.erase(slot);
+    records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
+    if (durable_) journal_.set_records_hint(size());
   }
 
   void rewrite_in_place(Location loc, std::byte* rec, std::uint64_t cap, std::uint64_t need,
@@ -1194,13 +1226,17 @@ class alignas(64) Shard {
     // to vanish into the free record before it: a reader still copying it
     // must fail its second check before a footer or link lands in its bytes.
     record::write_free(rec, next_stamp(), cap, Location::none(), Location::none(), prev_free);
-    if (prev_free) {
+    if (prev_free && loc.offset() >= record::kMinRecord) {
       const std::uint64_t pcap = record::capacity_from_footer(load_relaxed(word_at(rec - 8)));
-      if (pcap + kHeader + cap <= record::kMaxFreeCapacity) {
+      const record::Meta pm = pcap + kHeader <= loc.offset()
+                                  ? record::read_meta(rec - kHeader - pcap)
+                                  : record::Meta{};
+      // Always so but in a damaged file: then no merge.
+      const bool sound = pm.state() == record::State::free && pm.capacity() == pcap;
+      assert(sound || durable_);
+      if (sound && pcap + kHeader + cap <= record::kMaxFreeCapacity) {
         const Location ploc = Location::make(loc.chunk(), loc.offset() - kHeader - pcap);
         std::byte* prec = journal_.at(ploc);
-        const record::Meta pm = record::read_meta(prec);
-        assert(pm.state() == record::State::free && pm.capacity() == pcap);
         free_.unlink(prec, pcap);
         prev_free = pm.prev_free();
         loc = ploc;
@@ -1212,7 +1248,8 @@ class alignas(64) Shard {
       std::byte* next = journal_.record_after(loc, kHeader + cap);
       if (next == nullptr) break;
       const record::Meta m = record::read_meta(next);
-      if (m.state() != record::State::free || cap + kHeader + m.capacity() > record::kMaxFreeCapacity) {
+      if (m.state() != record::State::free || cap + kHeader + m.capacity() > record::kMaxFreeCapacity ||
+          loc.offset() + 2 * kHeader + cap + m.capacity() > journal_.chunk_size(loc.chunk())) {
         break;
       }
       free_.unlink(next, m.capacity());

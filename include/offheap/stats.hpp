@@ -17,8 +17,10 @@ struct FreeClassStats {
 
 struct Stats {
   std::string name;
-  // Operations since the store was created. gets = hits + misses, counting
-  // every lookup: get, read, view, contains, get_value.
+  // Operations since the store was created (file-backed: puts and removes
+  // are carried over by a clean close and restart from 0 after a rebuild;
+  // gets since this open). gets = hits + misses, counting every lookup:
+  // get, read, view, contains, get_value.
   std::uint64_t puts = 0;     ///< records written: put, put_value, and the successful
                               ///< put_if_absent and replace calls
   std::uint64_t gets = 0;

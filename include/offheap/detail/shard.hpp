@@ -75,6 +75,7 @@ class LocationList {
   std::uint64_t size() const noexcept { return size_; }
   /// Removes the first n entries.
   void drop_front(std::uint64_t n) noexcept {
+    if (n == 0) return;
     std::memmove(data_, data_ + n, (size_ - n) * 8);
     size_ -= n;
   }
@@ -102,6 +103,9 @@ class Backoff {
     }
   }
   bool exhausted() const noexcept { return rounds_ >= kPatience; }
+  /// Far past any writer's time inside a record (seconds of yields): only a
+  /// damaged file shows a record that stays odd this long.
+  bool hopeless() const noexcept { return rounds_ >= (1u << 20); }
 
  private:
   unsigned rounds_ = 0;
@@ -163,7 +167,7 @@ class alignas(64) Shard {
   template <class OnHit>
   bool lookup(std::string_view key, std::uint64_t h, OnHit&& on_hit) const {
     Backoff backoff;
-    const Probe p = probe(key, h, on_hit, backoff, kLocks);
+    const Probe p = probe(key, h, on_hit, backoff, kLocks, false);
     if (p != Probe::starved) [[likely]] return p == Probe::hit;
     // Writers kept changing the record under this reader: read it once with
     // them held off. New writers step aside until the reader has the lock
@@ -173,7 +177,7 @@ class alignas(64) Shard {
     std::unique_lock<Lock> guard(lock_);
     starving_readers_.fetch_sub(1, std::memory_order_relaxed);
     Backoff locked;
-    return probe(key, h, on_hit, locked, false) == Probe::hit;
+    return probe(key, h, on_hit, locked, false, true) == Probe::hit;
   }
 
   /// Calls fn(key, value) for every live record, on copies validated by
@@ -927,10 +931,11 @@ class alignas(64) Shard {
   enum class Probe { hit, miss, starved };
 
   /// One lookup through the index; `may_starve`: give up with
-  /// Probe::starved once the backoff is exhausted.
+  /// Probe::starved once the backoff is exhausted; `locked`: this reader
+  /// holds the writer lock (no record can be half-written).
   template <class OnHit>
   Probe probe(std::string_view key, std::uint64_t h, OnHit& on_hit, Backoff& backoff,
-              bool may_starve) const {
+              bool may_starve, bool locked) const {
     const std::uint8_t tag = ctrl::tag_of(h);
     for (;;) {
       const std::uint64_t generation = index_.acquire_generation();
@@ -944,7 +949,7 @@ class alignas(64) Shard {
         const std::uint64_t w = load_acquire(ctrls + g);
         for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
           const Examined e = examine(generation, locs + g * 8 + ctrl::first(m), key, on_hit,
-                                     backoff, may_starve);
+                                     backoff, may_starve, locked);
           if (e == Examined::hit) return Probe::hit;
           if (e == Examined::starved) return Probe::starved;
           if (e == Examined::restart) {
@@ -966,7 +971,7 @@ class alignas(64) Shard {
 
   template <class OnHit>
   Examined examine(std::uint64_t generation, const std::uint64_t* slot, std::string_view key,
-                   OnHit& on_hit, Backoff& backoff, bool may_starve) const {
+                   OnHit& on_hit, Backoff& backoff, bool may_starve, bool locked) const {
     for (;; backoff.pause()) {
       if (may_starve && backoff.exhausted()) return Examined::starved;
       // Pairs with the release stores in Index::insert/update: the record the
@@ -974,9 +979,24 @@ class alignas(64) Shard {
       const Location loc = Location::from_raw(load_acquire(slot));
       std::uint64_t avail = 0;
       const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
-      if (rec == nullptr) return Examined::restart;  // only a stale table leads outside
+      if (rec == nullptr) {
+        // Only a stale table leads outside (or, in a file-backed store, a
+        // damaged one: reported).
+        if (durable_ && index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) {
+          report_corrupt(loc);  // throws
+        }
+        return Examined::restart;
+      }
       const std::uint64_t s1 = record::read_stamp(rec);
       if (!record::stamp_is_stable(s1)) {
+        // A file-backed record that the current index leads to and that
+        // stays 0, or odd with no writer possible, is damage: reported,
+        // never waited for forever. (A write publishes its slot only after
+        // an even stamp, and clear() moves the generation first.)
+        if (durable_ && (s1 == 0 || locked || backoff.hopeless()) &&
+            index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) {
+          report_corrupt(loc);  // throws
+        }
         if (s1 == 0) return Examined::restart;  // zeroed by clear(): the table is stale
         // Odd: a write in progress at a record the slot still leads to in a
         // current table (then wait), or bytes from a stale location that are

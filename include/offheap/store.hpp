@@ -122,9 +122,10 @@ class OffHeapStore {
       throw Error(Errc::io_error, name() + ": not closed cleanly: an earlier sync failed (" +
                                       detail::errno_text(err) + ")");
     }
-    // Twice: the first pass frees the records that updates superseded
-    // (periodic), the second writes those frees.
-    for (int pass = 0; pass < 2; ++pass) {
+    // Three passes: the first writes the records and frees the old records
+    // of updates (periodic), the second writes those frees and frees the
+    // removals' dead markers, the third writes those.
+    for (int pass = 0; pass < 3; ++pass) {
       for (Shard& s : shards_) {
         if (const int err = s.sync(true)) {
           detail::throw_os(err, name(), "writing the records to disk at close (msync)");

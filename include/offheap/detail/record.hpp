@@ -17,7 +17,7 @@
 //            same stamp twice, and a newer write of a key has a higher stamp.
 //  value len live: the value's length in bytes; free: the payload capacity.
 //  key len   live: the key's length (0-65,535); free: 0.
-//  flags     bits 0-1 state (0 none, 1 live, 2 free, 3 superseded); bits 2-4 slack: how many
+//  flags     bits 0-1 state (0 none, 1 live, 2 free, 3 dead); bits 2-4 slack: how many
 //            spare 8-byte words the payload has beyond payload_for(key, value),
 //            0-4 (a larger spare is split off as a free record); bit 5
 //            prev-free: the record just before this one in its chunk is free
@@ -77,10 +77,11 @@ inline constexpr std::uint64_t kMaxValueBytes = 0xFFFFFFFFu;
 /// A free record's capacity lives in the 32-bit length field.
 inline constexpr std::uint64_t kMaxFreeCapacity = 0xFFFFFFF8u;
 
-/// superseded: an old record of a key that a newer record replaced, kept
-/// whole (key and value in place) until the newer one is on disk, then freed
-/// (file-backed stores in Durability::periodic; see Shard::write).
-enum class State : std::uint8_t { none = 0, live = 1, free = 2, superseded = 3 };
+/// dead: a removed record that still holds its key, with a new stamp and its
+/// checksum: the removal's marker, which outranks the key's older records
+/// until they are freed for good (file-backed stores in Durability::periodic;
+/// see Shard::erase).
+enum class State : std::uint8_t { none = 0, live = 1, free = 2, dead = 3 };
 
 /// Payload bytes a record of this key and value needs: key + value rounded
 /// up to 8, at least kMinPayload.
@@ -221,17 +222,6 @@ inline void write_free(std::byte* rec, std::uint64_t new_stamp, std::uint64_t ca
   end_write(rec, new_stamp);
 }
 
-/// Marks a live record superseded: a new stamp and state, every other byte
-/// kept (recovery ignores it; readers holding its location see the stamp
-/// change).
-inline void mark_superseded(std::byte* rec, std::uint64_t new_stamp) noexcept {
-  Meta m = Meta::decode(load_relaxed(word_at(rec + 8)));
-  m.flags = static_cast<std::uint8_t>((m.flags & ~3u) | static_cast<unsigned>(State::superseded));
-  begin_write(rec, new_stamp);
-  store_relaxed(word_at(rec + 8), m.encode());
-  end_write(rec, new_stamp);
-}
-
 /// The capacity of the free record whose last payload word is `footer`.
 constexpr std::uint64_t capacity_from_footer(std::uint64_t footer) noexcept {
   return (footer & 1) != 0 && footer != ~std::uint64_t{0} ? footer >> 1 : kMinPayload;
@@ -305,6 +295,20 @@ inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec,
 /// The checksum stored in word 2.
 inline std::uint32_t stored_checksum(const std::byte* rec) noexcept {
   return static_cast<std::uint32_t>(load_relaxed(word_at(rec + 16)));
+}
+
+/// Turns the live record at `loc` dead: a new stamp and state, its key and
+/// value kept, its checksum recomputed (writer side).
+inline void mark_dead(std::byte* rec, Location loc, std::uint64_t new_stamp,
+                      std::uint32_t seed) noexcept {
+  Meta m = Meta::decode(load_relaxed(word_at(rec + 8)));
+  m.flags = static_cast<std::uint8_t>((m.flags & ~3u) | static_cast<unsigned>(State::dead));
+  begin_write(rec, new_stamp);
+  store_relaxed(word_at(rec + 8), m.encode());
+  const std::uint64_t w2 = load_relaxed(word_at(rec + 16));
+  store_relaxed(word_at(rec + 16), (w2 & ~std::uint64_t{0xFFFFFFFF}) |
+                                       checksum_in_place(seed, rec, loc, new_stamp, m.encode()));
+  end_write(rec, new_stamp);
 }
 
 // ---- reader side ----------------------------------------------------------

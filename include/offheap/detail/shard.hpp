@@ -50,7 +50,7 @@
 namespace offheap::detail {
 
 /// A list of locations in mapped memory (not the heap), grown by doubling:
-/// the superseded records a shard frees at its next sync.
+/// the records a shard frees once syncs have made that safe (periodic).
 class LocationList {
  public:
   explicit LocationList(const std::string& name) : name_(name) {}
@@ -142,7 +142,7 @@ class alignas(64) Shard {
         sync_each_(config.durable && config.sync_each_write),
         defer_frees_(config.durable && config.defer_frees && !config.sync_each_write),
         crc_seed_(crc_seed(config.store_id, number)), sync_error_(config.sync_error),
-        deferred_(name) {}
+        deferred_(name), dead_(name) {}
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
   /// Requires: no reader or writer is using the shard any more.
@@ -234,10 +234,11 @@ class alignas(64) Shard {
         write_record(s, key, value, type);
         index_.update(f.slot, s.loc);
         if (defer_frees_) {
-          // periodic: the old record stays whole on disk, marked superseded,
-          // until a sync has made the new one durable (sync() frees it): a
-          // power loss before then finds one or the other, never neither.
-          record::mark_superseded(rec, next_stamp());
+          // periodic: the old record stays on disk as it is (live, with its
+          // lower stamp: recovery prefers the new one) until a sync has made
+          // the new one durable; then sync() frees it. A power loss before
+          // finds one or the other, never neither. Readers that still hold
+          // its location are turned away by the slot check.
           deferred_.push(old);
           live_bytes_ += s.capacity;
           live_bytes_ -= cap;
@@ -294,6 +295,7 @@ class alignas(64) Shard {
       drop_damaged(f.slot);  // gone either way; its bytes stay (untrusted lengths)
       return expected == nullptr;
     }
+    if (defer_frees_) dead_.reserve_one();  // may throw; nothing has changed yet
     if (expected != nullptr &&
         !(m.value_len == expected->size() &&
           std::memcmp(record::value_bytes(rec, m.key_len), expected->data(), expected->size()) == 0)) {
@@ -301,7 +303,16 @@ class alignas(64) Shard {
     }
     index_.erase(f.slot);  // first: no reader may find a freed record through the index
     const std::uint64_t cap = m.capacity();
-    release(loc, rec, cap, m.prev_free());
+    if (defer_frees_) {
+      // periodic: older records of the key may still read as live on disk
+      // (freed at the last sync, not yet durably): the removal is a dead
+      // marker with a higher stamp, freed only after a later sync.
+      record::mark_dead(rec, loc, next_stamp(), crc_seed_);
+      journal_.mark_dirty(loc.chunk());
+      dead_.push(loc);
+    } else {
+      release(loc, rec, cap, m.prev_free());
+    }
     records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     if (durable_) journal_.set_records_hint(size());
     key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
@@ -323,6 +334,8 @@ class alignas(64) Shard {
     free_.clear();
     deferred_dropped_ += deferred_.size();
     deferred_.drop_front(deferred_.size());
+    dead_dropped_ += dead_.size();
+    dead_.drop_front(dead_.size());
     if (durable_) journal_.set_records_hint(0);
     records_.store(0, std::memory_order_relaxed);
     key_value_bytes_ = 0;
@@ -389,7 +402,10 @@ class alignas(64) Shard {
   /// whose successors are now durable.
   int sync(bool all) {
     std::uint32_t lo = 0, hi = 0;
-    std::uint64_t upto = 0;  // deferred entries (counted since the shard began) to free
+    // Entries are counted since the shard began (clear() drops some).
+    std::uint64_t upto = 0;        // deferred records to free: pushed before this sync
+    std::uint64_t dead_ready = 0;  // dead markers to free: older records freed by now
+    std::uint64_t dead_seen = 0;   // dead markers that exist now
     {
       std::lock_guard<Lock> guard(lock_);
       journal_.take_dirty(lo, hi);
@@ -398,6 +414,8 @@ class alignas(64) Shard {
         hi = journal_.chunks();
       }
       upto = deferred_dropped_ + deferred_.size();
+      dead_ready = dead_freeable_;
+      dead_seen = dead_dropped_ + dead_.size();
     }
     for (std::uint32_t c = lo; c < hi; ++c) {
       if (const int err = journal_.sync_chunk(c)) {
@@ -405,26 +423,46 @@ class alignas(64) Shard {
         return err;
       }
     }
-    if (upto != 0) {
+    if (upto != 0 || dead_seen != 0) {
       const WriteLock guard(*this);
       // Another sync, or clear(), may have dropped some meanwhile.
-      const std::uint64_t deferred = upto > deferred_dropped_ ? upto - deferred_dropped_ : 0;
-      for (std::uint64_t i = 0; i < deferred; ++i) {
-        const Location loc = deferred_[i];
-        std::byte* rec = journal_.at(loc);
-        const record::Meta m = record::read_meta(rec);
-        release(loc, rec, m.capacity(), m.prev_free());
-      }
-      deferred_.drop_front(deferred);
-      deferred_dropped_ += deferred;
+      const std::uint64_t n = upto > deferred_dropped_ ? upto - deferred_dropped_ : 0;
+      free_front(deferred_, n);
+      deferred_dropped_ += n;
+      // A dead marker goes once the key's older records it outranks were
+      // freed by an earlier sync and this sync's msync made that durable.
+      const std::uint64_t d = dead_ready > dead_dropped_ ? dead_ready - dead_dropped_ : 0;
+      free_front(dead_, d);
+      dead_dropped_ += d;
+      // The markers that existed when this sync began: every record older
+      // than them has been freed now; the next sync's msync makes it durable.
+      if (dead_seen > dead_freeable_) dead_freeable_ = dead_seen;
     }
     return 0;
   }
 
-  /// Old records waiting for a sync before they are freed (periodic).
+  void free_front_one(Location loc) noexcept {
+    std::byte* rec = journal_.at(loc);
+    const record::Meta m = record::read_meta(rec);
+    release(loc, rec, m.capacity(), m.prev_free());
+  }
+
+  /// Frees the first n records of `list` and drops them from it.
+  void free_front(LocationList& list, std::uint64_t n) noexcept {
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const Location loc = list[i];
+      std::byte* rec = journal_.at(loc);
+      const record::Meta m = record::read_meta(rec);
+      release(loc, rec, m.capacity(), m.prev_free());
+    }
+    list.drop_front(n);
+  }
+
+  /// Old records and dead markers waiting for syncs before they are freed
+  /// (periodic).
   std::uint64_t deferred_records() const {
     std::lock_guard<Lock> guard(lock_);
-    return deferred_.size();
+    return deferred_.size() + dead_.size();
   }
 
   /// Writes this shard's state file for a clean close at `generation`:
@@ -576,7 +614,8 @@ class alignas(64) Shard {
   struct Recovery {
     std::uint64_t records = 0;     // live records indexed
     std::uint64_t dropped = 0;     // records with a live header whose checksum failed
-    std::uint64_t superseded = 0;  // older records of a key found twice, freed
+    std::uint64_t superseded = 0;  // older records of a key found beside a newer one (or
+                                   // beside its removal's dead marker), freed
   };
 
   /// Rebuilds the index, the free lists, the counters and the tail from the
@@ -585,9 +624,11 @@ class alignas(64) Shard {
   /// are records (the whole chunk if the word is damaged); a live header is
   /// taken only whole, inside the chunk, with its checksum; anything else
   /// is free space, stepped over 8 bytes at a time until a record starts
-  /// again. Of two live records of one key the higher stamp wins. Writable:
-  /// rewrites the free space as free records (stamp 2: recovery runs before
-  /// any reader), the prev-free bits, the end words, then frees the losers;
+  /// again. Of the live records and dead markers of one key the highest
+  /// stamp wins (a dead marker: the key is absent). Writable: rewrites the
+  /// free space as free records (stamp 2: recovery runs before any reader),
+  /// the prev-free bits, the end words, then frees the losers and the
+  /// winning dead markers (periodic: defers them, as a running store does);
   /// read-only: builds the index and counters and writes nothing.
   /// Requires: no other thread in the shard.
   Recovery recover(bool writable) {
@@ -619,6 +660,22 @@ class alignas(64) Shard {
     }
     if (tail == chunks && chunks != 0) tail = 0;  // no records: start at chunk 0 (as reset())
     adopt_batch(losers);
+    // Dead markers that won: their keys are absent.
+    std::vector<Location> dead;
+    for (const Location loc : dead_found_) {
+      const std::byte* rec = journal_.at(loc);
+      const record::Meta m = record::read_meta(rec);
+      const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+      const Index::Found f = find_for_write(key, hash_(key));
+      if (!f.found || index_.location(f.slot) != loc) continue;  // lost: among the losers
+      index_.erase(f.slot);
+      records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+      key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
+      live_bytes_ -= record::kHeaderBytes + m.capacity();
+      dead.push_back(loc);
+    }
+    dead_found_.clear();
+    dead_found_.shrink_to_fit();
     journal_.set_tail(tail, tail_offset, used);
     stamp_ = max_stamp;
     if (writable) journal_.set_records_hint(size());
@@ -626,10 +683,24 @@ class alignas(64) Shard {
       for (std::uint32_t c = 0; c < chunks; ++c) {
         journal_.set_end(c, c < tail ? journal_.chunk_size(c) : c == tail ? tail_offset : 0);
       }
+      // As a running store would: periodic frees them after syncs (a
+      // power loss right after this open still finds the newest record of
+      // each key), the other modes at once.
       for (const Location loc : losers) {
-        std::byte* rec = journal_.at(loc);
-        const record::Meta m = record::read_meta(rec);
-        release(loc, rec, m.capacity(), m.prev_free());
+        if (defer_frees_) {
+          deferred_.reserve_one();
+          deferred_.push(loc);
+        } else {
+          free_front_one(loc);
+        }
+      }
+      for (const Location loc : dead) {
+        if (defer_frees_) {
+          dead_.reserve_one();
+          dead_.push(loc);
+        } else {
+          free_front_one(loc);
+        }
       }
     }
     normalized_ = writable;
@@ -647,7 +718,15 @@ class alignas(64) Shard {
   std::string verify() const {
     std::lock_guard<Lock> guard(lock_);
     if (!normalized_) return verify_index();
-    std::uint64_t free_records = 0, free_bytes = 0, live = 0, live_bytes = 0, superseded = 0;
+    std::uint64_t free_records = 0, free_bytes = 0, live = 0, live_bytes = 0, pending_found = 0;
+    // Records waiting for syncs (periodic): old live records and dead markers.
+    std::vector<std::uint64_t> pending;
+    for (std::uint64_t i = 0; i < deferred_.size(); ++i) pending.push_back(deferred_[i].raw());
+    for (std::uint64_t i = 0; i < dead_.size(); ++i) pending.push_back(dead_[i].raw());
+    std::sort(pending.begin(), pending.end());
+    auto is_pending = [&](Location l) {
+      return std::binary_search(pending.begin(), pending.end(), l.raw());
+    };
     for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
       bool prev_is_free = false;
       std::uint64_t prev_cap = 0;
@@ -666,8 +745,10 @@ class alignas(64) Shard {
         if (m.state() == record::State::free) {
           ++free_records;
           free_bytes += m.capacity();
-        } else if (m.state() == record::State::superseded) {
-          ++superseded;
+        } else if (m.state() == record::State::dead ||
+                   (m.state() == record::State::live && is_pending(loc))) {
+          if (!is_pending(loc)) return where + "dead record not waiting to be freed";
+          ++pending_found;
         } else {
           ++live;
           live_bytes += record::kHeaderBytes + m.capacity();
@@ -689,9 +770,9 @@ class alignas(64) Shard {
              std::to_string(free_.total_records()) + ", " + std::to_string(free_.total_bytes()) +
              " bytes)";
     }
-    if (superseded != deferred_.size()) {
-      return "superseded records in the journal (" + std::to_string(superseded) +
-             ") differ from the deferred list (" + std::to_string(deferred_.size()) + ")";
+    if (pending_found != pending.size()) {
+      return "records waiting to be freed in the journal (" + std::to_string(pending_found) +
+             ") differ from the deferred lists (" + std::to_string(pending.size()) + ")";
     }
     if (live != index_.size() || live != size() || live_bytes != live_bytes_) {
       return "live records in the journal (" + std::to_string(live) + ", " +
@@ -782,13 +863,14 @@ class alignas(64) Shard {
     bool in_run = false;      // [run, pos) is free space
     std::uint64_t run = 0;
     std::byte* last_live = nullptr;  // the live record just before `run`, if any
+    bool on_chain = true;  // pos was reached from the chunk's start record by record
     while (pos + record::kMinRecord <= end) {
       std::byte* rec = base + pos;
       const std::uint64_t stamp = load_relaxed(word_at(rec));
       const std::uint64_t w1 = load_relaxed(word_at(rec + 8));
       const record::Meta m = record::Meta::decode(w1);
       if (stamp != 0 && (stamp & 1) == 0) {
-        if (m.state() == record::State::live) {
+        if (m.state() == record::State::live || m.state() == record::State::dead) {
           const std::uint64_t bytes = kHeader + m.capacity();
           const Location loc = Location::make(c, pos);
           if (bytes <= end - pos &&
@@ -815,18 +897,21 @@ class alignas(64) Shard {
               in_run = false;
               if (writable && m.prev_free() != prev_free) record::set_prev_free(rec, prev_free);
               if (stamp > max_stamp) max_stamp = stamp;
+              if (m.state() == record::State::dead) dead_found_.push_back(loc);
               queue_adopt(loc, rec, m, stamp, losers);
               last_live = rec;
               pos += bytes;
+              on_chain = true;
               continue;
             }
             pos += bytes;
+            on_chain = true;
             continue;  // still in the run
           }
-          ++r.dropped;  // torn by a crash, or damaged
-        } else if (m.state() == record::State::free || m.state() == record::State::superseded) {
-          // Free space: a free record, or an old record whose successor had
-          // been written (the successor is found on its own).
+          // Torn by a crash, or damaged: counted where a record was due (not
+          // for record-like bytes met while stepping over garbage).
+          if (on_chain) ++r.dropped;
+        } else if (m.state() == record::State::free) {
           const std::uint64_t cap = m.capacity();
           if (cap >= record::kMinPayload && cap % 8 == 0 && kHeader + cap <= end - pos) {
             if (!in_run) {
@@ -834,6 +919,7 @@ class alignas(64) Shard {
               run = pos;
             }
             pos += kHeader + cap;
+            on_chain = true;
             continue;
           }
         }
@@ -843,6 +929,7 @@ class alignas(64) Shard {
         run = pos;
       }
       pos += 8;
+      on_chain = false;
     }
     if (is_tail) {
       // The tail moves back over free space at the end.
@@ -1364,10 +1451,14 @@ class alignas(64) Shard {
   bool defer_frees_;
   std::uint32_t crc_seed_;
   std::atomic<int>* sync_error_;
-  LocationList deferred_;  // superseded records, oldest first (periodic)
+  LocationList deferred_;  // old records of updates, oldest first (periodic)
   std::uint64_t deferred_dropped_ = 0;  // entries ever taken off deferred_
+  LocationList dead_;  // dead markers of removals, oldest first (periodic)
+  std::uint64_t dead_dropped_ = 0;   // entries ever taken off dead_
+  std::uint64_t dead_freeable_ = 0;  // dead_ entries below this may go at the next sync
   bool normalized_ = true;  // false after a read-only recovery: free space left as found
   PendingAdopt batch_[kAdoptBatch];  // recovery only
+  std::vector<Location> dead_found_;  // recovery only: dead markers met
   unsigned batch_size_ = 0;
   mutable std::atomic<std::uint64_t> corrupt_{0};  // damaged records met (recovery, reads)
 };

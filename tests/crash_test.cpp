@@ -174,6 +174,8 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
   const Durability modes[] = {Durability::none, Durability::on_close, Durability::periodic,
                               Durability::every_write};
   Model model;
+  std::vector<std::string> history(kKeys);  // debugging aid: what happened to each key
+  std::string clears;
   std::uint64_t seq = 1, acknowledged = 0, in_flight = 0, wrong = 0, failed_opens = 0,
                 rebuilt = 0, checked = 0, child_errors = 0, verify_failures = 0;
   for (int cycle = 0; cycle < cycles; ++cycle) {
@@ -223,7 +225,15 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
     for (std::size_t i = 0; i < messages.size(); ++i) {
       const Message& m = messages[i];
       if (m.phase != before) continue;
-      if (i + 1 < messages.size() && messages[i + 1].phase == after && messages[i + 1].seq == m.seq) {
+      const bool acked =
+          i + 1 < messages.size() && messages[i + 1].phase == after && messages[i + 1].seq == m.seq;
+      {
+        std::string e = " c" + std::to_string(cycle) + ":" + "PRIAXS"[m.op] + std::to_string(m.seq) +
+                        (acked ? "=" + std::to_string(messages[i + 1].result) : "?");
+        if (m.op == Op::clear) clears += e; else if (m.op != Op::sync) history[m.key] += e;
+        if (history[m.key].size() > 400) history[m.key].erase(0, 200);
+      }
+      if (acked) {
         model.acknowledged(messages[i + 1]);
         ++acknowledged;
         ++i;
@@ -241,6 +251,7 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
       o.background_maintenance = false;
       Store s(o);
       rebuilt += s.stats().rebuilt;
+      clears += " open" + std::to_string(cycle);
       std::string out;
       for (std::uint32_t k = 0; k < kKeys; ++k) {
         State got;
@@ -248,10 +259,12 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
         ++checked;
         if (model.keys[k].count(got) == 0) {
           ++wrong;
-          std::cerr << "crash_test: cycle " << cycle << " key " << k << ": read "
+          std::cerr << "crash_test: cycle " << cycle << " (child " << offheap::to_string(d)
+                    << ", last " << messages.size() << " messages, last seq "
+                    << (messages.empty() ? 0 : messages.back().seq) << ") key " << k << ": read "
                     << (got ? got->substr(0, 24) : std::string("(absent)")) << ", allowed:";
           for (const State& a : model.keys[k]) std::cerr << " " << (a ? a->substr(0, 24) : "(absent)");
-          std::cerr << "\n";
+          std::cerr << "; history:" << history[k] << "; clears:" << clears.substr(clears.size() > 200 ? clears.size() - 200 : 0) << "\n";
         }
         model.keys[k] = {got};
       }

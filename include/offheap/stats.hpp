@@ -58,8 +58,9 @@ struct Stats {
 
   // Files (file-backed stores).
   std::uint64_t corrupt_records = 0;  ///< damaged records met: dropped by recovery (a
-                                      ///< checksum that fails, e.g. a write torn by a
-                                      ///< crash) or refused by a read
+                                      ///< checksum that fails where a record was due,
+                                      ///< e.g. a write torn by a crash), refused by a
+                                      ///< read, or passed over and dropped from the index
   bool rebuilt = false;  ///< the open scanned the records to rebuild the index (the last
                          ///< close was not clean, or its state files failed their checks)
   std::uint64_t superseded_records = 0;  ///< recovery: older records of a key found beside

@@ -75,8 +75,9 @@ struct ChunkHeader {
 static_assert(sizeof(ChunkHeader) == 48);
 /// Offset in the header page of the end word: bits 0-47 the offset where the
 /// chunk's records end (the journal's tail in the tail chunk, the chunk's
-/// size in the others), bits 48-63 a check of it (end_check). Stored with one
-/// 8-byte store before any record is written past the old end.
+/// size in the others), bits 48-63 a check of it (end_word). Stored with one
+/// 8-byte store once the records up to the new end are written (a shrinking
+/// end: first).
 inline constexpr std::uint64_t kEndWordOffset = 64;
 /// Chunk 0 only: the shard's live record count as last stored, updated with
 /// every insert and removal. A hint that sizes the index a rebuild starts

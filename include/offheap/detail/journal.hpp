@@ -26,9 +26,10 @@
 // that every store reaches the file. The file is created under a temporary
 // name, reserved whole with posix_fallocate (so that no later store through
 // the mapping can fail for lack of disk), given its header, and renamed.
-// The header page holds the chunk's end word: before the tail moves past
-// the old end, the new end is stored there, so that recovery knows which
-// bytes of the chunk hold records (bytes past it may be stale).
+// The header page holds the chunk's end word: once a record past the old
+// end is written (publish_tail), the new end is stored there, so that
+// recovery knows which bytes of the chunk hold records; bytes past it may be
+// stale, even whole records of a cleared store, and are never read.
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
@@ -118,8 +119,7 @@ class Journal {
       const Location loc = Location::make(tail_chunk_, tail_offset_);
       tail_offset_ += bytes;
       used_bytes_ += bytes;
-      set_end(tail_chunk_, tail_offset_);
-      return loc;
+      return loc;  // the caller writes the record, then publish_tail()
     }
     check_fits(bytes);
     const bool had_tail = tail_chunk_ < chunks_;
@@ -133,8 +133,14 @@ class Journal {
     tail_chunk_ = target;
     tail_offset_ = bytes;
     used_bytes_ += bytes;
-    set_end(target, bytes);
-    return Location::make(target, 0);
+    return Location::make(target, 0);  // the caller writes the record, then publish_tail()
+  }
+
+  /// File-backed journals: stores the tail chunk's end word once the record
+  /// append() made room for is written, never before: bytes below an end
+  /// word are records or free space, never stale bytes of a cleared chunk.
+  void publish_tail() noexcept {
+    if (files() && tail_chunk_ < chunks_) set_end(tail_chunk_, tail_offset_);
   }
 
   /// The record that follows the `bytes` starting at `loc` in the same chunk,
@@ -377,13 +383,13 @@ class Journal {
 
   template <class OnLeftover>
   void give_back(std::uint32_t c, std::uint64_t from, OnLeftover& on_leftover) noexcept {
-    set_end(c, chunk_size(c));  // a chunk the tail left is records to its end
     const std::uint64_t rest = chunk_size(c) - from;
     if (rest >= record::kMinRecord) {
       const Location loc = Location::make(c, from);
       used_bytes_ += rest;
       on_leftover(loc, at(loc), rest);
     }
+    set_end(c, chunk_size(c));  // a chunk the tail left is records to its end (written first)
   }
 
   static constexpr std::uint32_t kBlockEntries = 256;

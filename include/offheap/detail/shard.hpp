@@ -208,12 +208,7 @@ class alignas(64) Shard {
              Mode mode, std::string_view expected = {}) {
     const std::uint64_t need = record::payload_for(key.size(), value.size());
     const WriteLock guard(*this);
-    Index::Found f = find_for_write(key, h);
-    if (f.found && !writable_record_ok(index_.location(f.slot), journal_.at(index_.location(f.slot)),
-                                       record::read_meta(journal_.at(index_.location(f.slot))))) {
-      drop_damaged(f.slot);  // the key's damaged record: written afresh below
-      f = find_for_write(key, h);
-    }
+    Index::Found f = find_intact(key, h);
     if (f.found) {
       if (mode == Mode::insert) return false;
       const Location old = index_.location(f.slot);
@@ -286,15 +281,11 @@ class alignas(64) Shard {
   /// Removes `key` (only if its value equals *expected, when given).
   bool erase(std::string_view key, std::uint64_t h, const std::string_view* expected) {
     const WriteLock guard(*this);
-    const Index::Found f = find_for_write(key, h);
+    const Index::Found f = find_intact(key, h);
     if (!f.found) return false;
     const Location loc = index_.location(f.slot);
     std::byte* rec = journal_.at(loc);
     const record::Meta m = record::read_meta(rec);
-    if (!writable_record_ok(loc, rec, m)) {
-      drop_damaged(f.slot);  // gone either way; its bytes stay (untrusted lengths)
-      return expected == nullptr;
-    }
     if (defer_frees_) dead_.reserve_one();  // may throw; nothing has changed yet
     if (expected != nullptr &&
         !(m.value_len == expected->size() &&
@@ -1068,21 +1059,23 @@ class alignas(64) Shard {
       const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
       if (rec == nullptr) {
         // Only a stale table leads outside (or, in a file-backed store, a
-        // damaged one: reported).
+        // damaged one: passed over, counted).
         if (durable_ && index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) {
-          report_corrupt(loc);  // throws
+          return met_damage();
         }
         return Examined::restart;
       }
       const std::uint64_t s1 = record::read_stamp(rec);
       if (!record::stamp_is_stable(s1)) {
         // A file-backed record that the current index leads to and that
-        // stays 0, or odd with no writer possible, is damage: reported,
-        // never waited for forever. (A write publishes its slot only after
-        // an even stamp, and clear() moves the generation first.)
+        // stays 0, or odd with no writer possible, is damage, never waited
+        // for forever. Whose record it was cannot be told: passed over and
+        // counted (the next write of its key drops it from the index). A
+        // write publishes its slot only after an even stamp, and clear()
+        // moves the generation first.
         if (durable_ && (s1 == 0 || locked || backoff.hopeless()) &&
             index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) {
-          report_corrupt(loc);  // throws
+          return met_damage();
         }
         if (s1 == 0) return Examined::restart;  // zeroed by clear(): the table is stale
         // Odd: a write in progress at a record the slot still leads to in a
@@ -1198,16 +1191,57 @@ class alignas(64) Shard {
     });
   }
 
-  /// File-backed stores: whether the indexed record a writer is about to
-  /// replace or free is whole and intact, so that its header's lengths can
-  /// be trusted (a file damaged after a clean close is found here, or by a
-  /// read). Always true in memory.
-  bool writable_record_ok(Location loc, const std::byte* rec, const record::Meta& m) const noexcept {
-    if (!durable_) return true;
-    return m.state() == record::State::live &&
+  Examined met_damage() const noexcept {
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
+    return Examined::other;
+  }
+
+  /// File-backed stores: whether an indexed record is whole and intact, so
+  /// that its header's lengths can be trusted (a file damaged after a clean
+  /// close is found here, or by a read). The writer's view: no write is in
+  /// progress.
+  bool intact(Location loc, const std::byte* rec) const noexcept {
+    if (loc.chunk() >= journal_.chunks() ||
+        loc.offset() + record::kMinRecord > journal_.chunk_size(loc.chunk())) {
+      return false;
+    }
+    const std::uint64_t stamp = load_relaxed(word_at(rec));
+    const record::Meta m = record::read_meta(rec);
+    return record::stamp_is_stable(stamp) && m.state() == record::State::live &&
            loc.offset() + record::kHeaderBytes + m.capacity() <= journal_.chunk_size(loc.chunk()) &&
-           record::checksum_in_place(crc_seed_, rec, loc, load_relaxed(word_at(rec)), m.encode()) ==
+           record::checksum_in_place(crc_seed_, rec, loc, stamp, m.encode()) ==
                record::stored_checksum(rec);
+  }
+
+  /// find_for_write for writers of file-backed stores: any damaged record
+  /// met on the key's probe path (whose key cannot be told, or whose bytes
+  /// fail the checksum) leaves the index first, counted, its bytes left
+  /// where they are (their lengths cannot be trusted to free them).
+  Index::Found find_intact(std::string_view key, std::uint64_t h) {
+    if (!durable_) return find_for_write(key, h);
+    Location damaged[8];
+    unsigned n = 0;
+    Index::Found f = index_.find(h, [&](Location loc) {
+      if (loc.chunk() >= journal_.chunks()) {
+        if (n < 8) damaged[n++] = loc;
+        return false;
+      }
+      const std::byte* rec = journal_.at(loc);
+      if (!intact(loc, rec)) {
+        if (n < 8) damaged[n++] = loc;
+        return false;
+      }
+      const record::Meta m = record::read_meta(rec);
+      return m.key_len == key.size() &&
+             equal_bytes(reinterpret_cast<const char*>(rec + record::kHeaderBytes), key.data(),
+                         key.size());
+    });
+    if (n == 0) return f;
+    for (unsigned i = 0; i < n; ++i) {
+      const Index::Found d = index_.find(h, [&](Location loc) { return loc == damaged[i]; });
+      if (d.found) drop_damaged(d.slot);
+    }
+    return find_for_write(key, h);
   }
 
   /// Takes a damaged record out of the index, leaving its bytes where they
@@ -1288,6 +1322,7 @@ class alignas(64) Shard {
       journal_.mark_dirty(s.loc.chunk());
     }
     record::write_live(s.rec, stamp, key, value, type, s.capacity, s.prev_free, 0, word2);
+    journal_.publish_tail();  // after the record: see Journal::publish_tail
   }
 
   static JournalConfig journal_config(const ShardConfig& c, std::uint32_t number) noexcept {

@@ -276,20 +276,24 @@ inline std::uint32_t checksum_of(std::uint32_t seed, std::uint64_t stamp, std::u
 inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec, Location loc,
                                        std::uint64_t stamp, std::uint64_t word1) noexcept {
   const Meta m = Meta::decode(word1);
-  const std::uint64_t head[3] = {stamp, word1 & kChecksummedMeta, loc.raw()};
-  std::uint32_t crc = crc32c_extend(seed, head, sizeof head);
+  // The head, then the payload, through one buffer: a small record is one
+  // CRC call (recovery runs this for every record).
+  std::uint64_t buf[35] = {stamp, word1 & kChecksummedMeta, loc.raw()};
   std::uint64_t n = std::uint64_t{m.key_len} + m.value_len;
   const std::uint64_t* w = payload_words(rec);
-  std::uint64_t buf[32];
-  while (n != 0) {
-    const std::uint64_t take = n < sizeof buf ? n : sizeof buf;
+  std::uint64_t have = 3;  // words of buf in use
+  std::uint32_t crc = seed;
+  for (;;) {
+    const std::uint64_t room = (35 - have) * 8;
+    const std::uint64_t take = n < room ? n : room;
     const std::uint64_t words = (take + 7) / 8;
-    for (std::uint64_t i = 0; i < words; ++i) buf[i] = load_relaxed(w + i);
-    crc = crc32c_extend(crc, buf, take);
+    for (std::uint64_t i = 0; i < words; ++i) buf[have + i] = load_relaxed(w + i);
+    crc = crc32c_extend(crc, buf, have * 8 + take);
     w += words;
     n -= take;
+    if (n == 0) return crc;
+    have = 0;
   }
-  return crc;
 }
 
 /// The checksum stored in word 2.

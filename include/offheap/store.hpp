@@ -16,6 +16,13 @@
 // and counters all live in mapped memory: the heap holds a few objects per
 // store and none per record.
 //
+// File-backed stores (Options::path): the same chunks are files mapped
+// shared (detail/format.hpp lays them out, detail/store_files.hpp finds and
+// locks the directory); records carry CRC32C checksums checked on every
+// read; a clean close saves each shard's index and free lists, which the
+// next open maps, and any other open rebuilds them from the records
+// (Shard::recover). Options::durability says when records reach the disk.
+//
 // Thread safety: every member may be called from any number of threads at
 // once. Readers (get, read, view, contains, get_value, size, for_each) take
 // no lock and write no shared cache line: they publish an epoch in their own

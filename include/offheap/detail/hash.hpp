@@ -50,7 +50,7 @@ class SeededHash {
         s1_(detail::mix64(seed ^ 0x13198A2E03707344ull) | 1),
         s2_(detail::mix64(seed + 0xA4093822299F31D0ull) | 1) {}
 
-  std::uint64_t operator()(std::string_view key) const noexcept {
+  [[gnu::always_inline]] std::uint64_t operator()(std::string_view key) const noexcept {
     using detail::fold_multiply;
     using detail::load_u32;
     using detail::load_u64;

@@ -172,7 +172,7 @@ class Index {
   /// Finds the slot whose location `is_key(Location)` accepts among the
   /// slots tagged for `hash`.
   template <class IsKey>
-  Found find(std::uint64_t hash, IsKey&& is_key) const {
+  [[gnu::always_inline]] Found find(std::uint64_t hash, IsKey&& is_key) const {
     const IndexTable* t = table();
     const std::uint8_t tag = ctrl::tag_of(hash);
     Found f;

@@ -104,7 +104,9 @@ class Journal {
   // ---- writer side (the shard's lock is held) -------------------------------
 
   /// The record at a location the writer itself produced.
-  std::byte* at(Location loc) const noexcept { return chunk_base(loc.chunk()) + loc.offset(); }
+  [[gnu::always_inline]] std::byte* at(Location loc) const noexcept {
+    return chunk_base(loc.chunk()) + loc.offset();
+  }
 
   /// Reserves `bytes` (a multiple of 8, at least kMinRecord) at the tail and
   /// returns its location. Space the tail skips (the end of a chunk too short

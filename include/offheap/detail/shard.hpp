@@ -1179,13 +1179,13 @@ class alignas(64) Shard {
     return same;
   }
 
-  Index::Found find_for_write(std::string_view key, std::uint64_t h) const {
+  [[gnu::always_inline]] Index::Found find_for_write(std::string_view key, std::uint64_t h) const {
     return index_.find(h, [&](Location loc) {
       const std::byte* rec = journal_.at(loc);
       const record::Meta m = record::read_meta(rec);
-      // The bound matters only for a damaged file-backed record.
+      // (File-backed writers go through find_intact, which checks a
+      // record's bounds and checksum before its key.)
       return m.key_len == key.size() &&
-             loc.offset() + record::kHeaderBytes + key.size() <= journal_.chunk_size(loc.chunk()) &&
              equal_bytes(reinterpret_cast<const char*>(rec + record::kHeaderBytes), key.data(),
                          key.size());
     });
@@ -1218,7 +1218,10 @@ class alignas(64) Shard {
   /// fail the checksum) leaves the index first, counted, its bytes left
   /// where they are (their lengths cannot be trusted to free them).
   Index::Found find_intact(std::string_view key, std::uint64_t h) {
-    if (!durable_) return find_for_write(key, h);
+    if (!durable_) [[likely]] return find_for_write(key, h);
+    return find_intact_durable(key, h);
+  }
+  [[gnu::noinline]] Index::Found find_intact_durable(std::string_view key, std::uint64_t h) {
     Location damaged[8];
     unsigned n = 0;
     Index::Found f = index_.find(h, [&](Location loc) {

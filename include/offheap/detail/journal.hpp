@@ -179,23 +179,31 @@ class Journal {
 
   /// Empties the journal: every chunk's pages go back to the OS and read as
   /// zeros (a stamp no reader accepts); the chunks stay mapped for reuse.
-  /// File-backed: the records stay in the files, past every chunk's end
-  /// (now 0), where recovery never looks; readers holding old locations are
+  /// File-backed: every end word goes to 0 first (recovery reads nothing
+  /// past an end), then every chunk's records are zeroed in the file, space
+  /// kept (FALLOC_FL_ZERO_RANGE; else a punched hole reserved again; else
+  /// stores of zeros), so that no stale record of the cleared store is left
+  /// for any later end word to cover. Readers holding old locations are
   /// turned away by the index generation, which clear() moves first.
-  void reset() noexcept {
-    for (std::uint32_t c = 0; c < chunks_; ++c) {
-      if (files()) {
-        set_end(c, 0);
-      } else {
-        discard_pages(chunk_base(c), chunk_size(c));
+  /// Returns 0, or ENOSPC if a hole could not be reserved again (the caller
+  /// then refuses writes: a store into a hole could fault on a full disk).
+  int reset() noexcept {
+    int err = 0;
+    if (files()) {
+      for (std::uint32_t c = 0; c < chunks_; ++c) set_end(c, 0);
+      for (std::uint32_t c = 0; c < chunks_; ++c) {
+        if (const int e = zero_chunk(c); e != 0 && err == 0) err = e;
       }
+    } else {
+      for (std::uint32_t c = 0; c < chunks_; ++c) discard_pages(chunk_base(c), chunk_size(c));
     }
     // None: the next append starts at chunk 0. (File-backed: chunk 0 at
-    // offset 0, so that record_after() sees the stale records of every
-    // chunk as past the tail.)
+    // offset 0, so that record_after() sees every other chunk as past the
+    // tail.)
     tail_chunk_ = files() && chunks_ != 0 ? 0 : chunks_;
     tail_offset_ = 0;
     used_bytes_ = 0;
+    return err;
   }
 
   std::uint32_t chunks() const noexcept { return chunks_; }
@@ -315,6 +323,31 @@ class Journal {
   }
 
  private:
+  /// reset(): zeroes chunk c's records in its file (see reset()).
+  int zero_chunk(std::uint32_t c) noexcept {
+    const FileBacking& f = *config_.files;
+    char name[32];
+    std::snprintf(name, sizeof name, "s%04u-c%05u.chunk", config_.shard, c);
+    const auto from = static_cast<off_t>(format::kChunkHeaderBytes);
+    const auto len = static_cast<off_t>(chunk_size(c));
+    const int fd = ::openat(f.dir_fd, name, O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+      int err = -1;
+      if (::fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, from, len) == 0) {
+        err = 0;
+      } else if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, from, len) == 0) {
+        err = ::posix_fallocate(fd, from, len);  // the hole reads as zeros either way
+      }
+      ::close(fd);
+      if (err >= 0) return err;
+    }
+    // No file call would do it: zeros through the mapping.
+    auto* w = reinterpret_cast<std::uint64_t*>(chunk_base(c));
+    for (std::uint64_t i = 0, n = chunk_size(c) / 8; i < n; ++i) store_relaxed(w + i, 0);
+    mark_dirty(c);
+    return 0;
+  }
+
   /// Makes chunk number chunks_ resolve to [base, base + size).
   void publish_chunk(std::byte* base, std::uint64_t size, const std::string& store) {
     const std::uint32_t c = chunks_;

@@ -321,7 +321,7 @@ class alignas(64) Shard {
   void clear() noexcept {
     const WriteLock guard(*this);
     index_.clear();  // moves the generation first: readers inside restart
-    journal_.reset();
+    if (const int err = journal_.reset()) note_sync_error(err);  // writes refused: see reset()
     free_.clear();
     deferred_dropped_ += deferred_.size();
     deferred_.drop_front(deferred_.size());

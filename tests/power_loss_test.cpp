@@ -151,7 +151,7 @@ bool is_chunk(const std::string& name, std::uint32_t& shard, std::uint32_t& chun
 
 /// The salt of a chunk's end word (as the journal computes it).
 std::uint64_t end_salt(std::uint64_t store_id, std::uint32_t shard, std::uint32_t chunk) {
-  return offheap::detail::format::mix64(store_id ^ (std::uint64_t{shard} << 20) ^ chunk);
+  return offheap::detail::mix64(store_id ^ (std::uint64_t{shard} << 20) ^ chunk);
 }
 
 std::uint64_t word_at(const std::string& bytes, std::size_t off) {
@@ -352,9 +352,9 @@ std::string key_of(std::uint32_t id) {
 /// binary.
 std::string value_of(std::uint32_t id, std::uint32_t version, std::size_t size, bool binary) {
   std::string v = "v" + std::to_string(id) + "." + std::to_string(version) + ":";
-  std::uint64_t x = offheap::detail::format::mix64((std::uint64_t{id} << 32) ^ version);
+  std::uint64_t x = offheap::detail::mix64((std::uint64_t{id} << 32) ^ version);
   while (v.size() < size) {
-    x = offheap::detail::format::mix64(x + 0x9E3779B97F4A7C15ull);
+    x = offheap::detail::mix64(x + 0x9E3779B97F4A7C15ull);
     v.push_back(binary ? static_cast<char>(x >> 56) : static_cast<char>('a' + (x >> 59) % 26));
   }
   v.resize(size);

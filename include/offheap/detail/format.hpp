@@ -24,6 +24,7 @@
 #pragma once
 
 #include <offheap/detail/crc32c.hpp>
+#include <offheap/detail/hash.hpp>
 #include <offheap/version.hpp>
 
 #include <cstddef>
@@ -150,20 +151,10 @@ inline bool parse_chunk_file_name(const std::string& name, std::uint32_t& shard,
   return true;
 }
 
-/// A strong 64-bit mix (the finalizer of SplitMix64).
-constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x;
-}
-
 /// The end word of a chunk: the end and 16 bits that depend on it, the
 /// store, the shard and the chunk, so that a damaged word is noticed.
 constexpr std::uint64_t end_word(std::uint64_t end, std::uint64_t salt) noexcept {
-  return end | (mix64(end ^ salt) & 0xFFFF000000000000ull);
+  return end | (detail::mix64(end ^ salt) & 0xFFFF000000000000ull);
 }
 constexpr bool end_word_valid(std::uint64_t word, std::uint64_t salt) noexcept {
   return end_word(word & 0x0000FFFFFFFFFFFFull, salt) == word;
@@ -187,8 +178,8 @@ inline std::uint64_t hash64(const std::uint64_t* p, std::uint64_t words) noexcep
     c ^= c >> 29;
     d ^= d >> 29;
   }
-  for (; i < words; ++i) a = mix64(a ^ p[i]);
-  return mix64(a ^ mix64(b ^ mix64(c ^ mix64(d ^ words))));
+  for (; i < words; ++i) a = detail::mix64(a ^ p[i]);
+  return detail::mix64(a ^ detail::mix64(b ^ detail::mix64(c ^ detail::mix64(d ^ words))));
 }
 
 }  // namespace offheap::detail::format

@@ -223,7 +223,7 @@ class Journal {
 
   /// The salt of chunk c's end word.
   std::uint64_t end_salt(std::uint32_t c) const noexcept {
-    return format::mix64(config_.files->store_id ^ (std::uint64_t{config_.shard} << 20) ^ c);
+    return mix64(config_.files->store_id ^ (std::uint64_t{config_.shard} << 20) ^ c);
   }
   /// The end word of chunk c as the file holds it.
   std::uint64_t end_word(std::uint32_t c) const noexcept {

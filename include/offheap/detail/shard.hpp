@@ -397,6 +397,7 @@ class alignas(64) Shard {
     std::uint64_t upto = 0;        // deferred records to free: pushed before this sync
     std::uint64_t dead_ready = 0;  // dead markers to free: older records freed by now
     std::uint64_t dead_seen = 0;   // dead markers that exist now
+    bool work = false;             // anything above for the second lock
     {
       std::lock_guard<Lock> guard(lock_);
       journal_.take_dirty(lo, hi);
@@ -407,6 +408,7 @@ class alignas(64) Shard {
       upto = deferred_dropped_ + deferred_.size();
       dead_ready = dead_freeable_;
       dead_seen = dead_dropped_ + dead_.size();
+      work = deferred_.size() != 0 || dead_ready > dead_dropped_ || dead_seen > dead_freeable_;
     }
     for (std::uint32_t c = lo; c < hi; ++c) {
       if (const int err = journal_.sync_chunk(c)) {
@@ -414,7 +416,7 @@ class alignas(64) Shard {
         return err;
       }
     }
-    if (upto != 0 || dead_seen != 0) {
+    if (work) {  // (not in the other modes: their lists stay empty)
       const WriteLock guard(*this);
       // Another sync, or clear(), may have dropped some meanwhile.
       const std::uint64_t n = upto > deferred_dropped_ ? upto - deferred_dropped_ : 0;
@@ -432,20 +434,25 @@ class alignas(64) Shard {
     return 0;
   }
 
-  void free_front_one(Location loc) noexcept {
+  /// Frees the record at `loc`, whatever its state, with the capacity and
+  /// prev-free bit its header says.
+  void free_record(Location loc) noexcept {
     std::byte* rec = journal_.at(loc);
     const record::Meta m = record::read_meta(rec);
     release(loc, rec, m.capacity(), m.prev_free());
   }
 
+  /// Recovery: frees `loc` at once, or (periodic) adds it to `list` to be
+  /// freed after syncs, as a running store would.
+  void free_or_defer(LocationList& list, Location loc) {
+    if (!defer_frees_) return free_record(loc);
+    list.reserve_one();
+    list.push(loc);
+  }
+
   /// Frees the first n records of `list` and drops them from it.
   void free_front(LocationList& list, std::uint64_t n) noexcept {
-    for (std::uint64_t i = 0; i < n; ++i) {
-      const Location loc = list[i];
-      std::byte* rec = journal_.at(loc);
-      const record::Meta m = record::read_meta(rec);
-      release(loc, rec, m.capacity(), m.prev_free());
-    }
+    for (std::uint64_t i = 0; i < n; ++i) free_record(list[i]);
     list.drop_front(n);
   }
 
@@ -677,22 +684,8 @@ class alignas(64) Shard {
       // As a running store would: periodic frees them after syncs (a
       // power loss right after this open still finds the newest record of
       // each key), the other modes at once.
-      for (const Location loc : losers) {
-        if (defer_frees_) {
-          deferred_.reserve_one();
-          deferred_.push(loc);
-        } else {
-          free_front_one(loc);
-        }
-      }
-      for (const Location loc : dead) {
-        if (defer_frees_) {
-          dead_.reserve_one();
-          dead_.push(loc);
-        } else {
-          free_front_one(loc);
-        }
-      }
+      for (const Location loc : losers) free_or_defer(deferred_, loc);
+      for (const Location loc : dead) free_or_defer(dead_, loc);
     }
     normalized_ = writable;
     r.superseded = losers.size();
@@ -803,7 +796,7 @@ class alignas(64) Shard {
     const std::uint64_t a = format::hash64(free_table, FreeLists::table_size() / 8);
     const std::uint64_t b = format::hash64(index_head, sizeof(IndexTable) / 8);
     const std::uint64_t c = format::hash64(slots, slot_words);
-    return format::mix64(a ^ format::mix64(b ^ format::mix64(c)));
+    return mix64(a ^ mix64(b ^ mix64(c)));
   }
 
   /// verify() after a read-only recovery, which leaves the free space as it

@@ -150,11 +150,23 @@ inline std::atomic<int>& testing_fail_syncs() noexcept {
   return err;
 }
 
+/// Observation for tests: when set, sync_mapping() calls it with the range
+/// it is about to write, before the msync, so that a test can record what
+/// the library makes durable and when (tests/support/durable_image.hpp).
+using SyncObserver = void (*)(const void* p, std::uint64_t bytes);
+inline std::atomic<SyncObserver>& testing_sync_observer() noexcept {
+  static std::atomic<SyncObserver> observer{nullptr};
+  return observer;
+}
+
 /// Writes the dirty pages of [p, p + bytes) (page-aligned p) to the file and
 /// waits for them. Returns 0 or the errno.
 inline int sync_mapping(void* p, std::uint64_t bytes) noexcept {
   if (bytes == 0) return 0;
   if (const int err = testing_fail_syncs().load(std::memory_order_relaxed)) return err;
+  if (const SyncObserver observe = testing_sync_observer().load(std::memory_order_acquire)) {
+    observe(p, bytes);
+  }
   return ::msync(p, bytes, MS_SYNC) == 0 ? 0 : errno;
 }
 

@@ -30,10 +30,14 @@
 //
 // A generation counter says when readers' conclusions from a table went
 // stale: growth bumps it after publishing the new table (an old table is
-// frozen from then on), clear() bumps it before emptying the table in place.
-// A reader loads the generation before the table and accepts a hit or a miss
-// only if the generation has not moved. It is a 64-bit count, so unlike a
-// table address it never comes back.
+// frozen from then on), clear() bumps it before emptying the table in place,
+// and a merge of free records bumps it before the merged space can be
+// reused (invalidate_readers(): a location a reader holds may then lie
+// inside another record's value bytes). A reader loads the generation
+// before the table and accepts a hit or a miss only if the generation has
+// not moved. It is a 64-bit count, so unlike a table address it never comes
+// back. A removal stores none in its slot's location before its record is
+// freed, so a slot whose key went away never leads to a record again.
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
@@ -218,8 +222,15 @@ class Index {
     store_release(table()->locations() + slot, loc.raw());
   }
 
+  /// Empties a full slot. Its location word says none first, so that a
+  /// reader that loaded the slot's control word before this can no longer
+  /// read it as leading to the key's record: the caller frees that record
+  /// next (its release fence, in record::begin_write, orders this store
+  /// before the free; a reader that sees any byte of the free, or of what
+  /// later covers it, sees none here after its acquire fence).
   void erase(std::uint64_t slot) noexcept {
     IndexTable* t = table();
+    store_release(t->locations() + slot, Location::none().raw());
     const bool group_has_empty = ctrl::match_empty(t->ctrl_words()[slot / 8]) != 0;
     set_ctrl(t, slot, group_has_empty ? ctrl::kEmpty : ctrl::kTombstone);
     if (!group_has_empty) ++tombstones_;
@@ -255,6 +266,28 @@ class Index {
     // After the publish: a reader that sees this generation sees the new table.
     generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     return old;
+  }
+
+  /// Tells readers inside the table that the bytes at locations they hold
+  /// may have stopped being records: a freed record merged into a free
+  /// neighbour, so that its start (and the starts it absorbed) will be
+  /// covered by another record's bytes, which a writer may shape like a
+  /// header. Called after the slots that led to those records were changed
+  /// (update, erase) and before any byte is written over them. Readers
+  /// accept a conclusion only while the generation they loaded before the
+  /// slot stays (probe, copy_record); so a reader either loaded this
+  /// generation, and then also sees the slot stores made before it, or
+  /// loaded an older one and sees this one once it has read anything
+  /// written over the destroyed starts.
+  void invalidate_readers() noexcept {
+    // Release: pairs with acquire_generation(); a reader that loads this
+    // generation sees the slot stores made before it.
+    generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    // Pairs with the reader's acquire fence (record::validate) before it
+    // checks unchanged_since(): stores made after this fence, by this thread
+    // or (after its own fence, see Shard::WriteLock) by a later writer,
+    // carry the new generation to a reader that reads them.
+    std::atomic_thread_fence(std::memory_order_release);
   }
 
   /// Empties the table in place (it keeps its capacity; the pages of its

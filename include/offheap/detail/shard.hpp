@@ -49,6 +49,17 @@
 
 namespace offheap::detail {
 
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+/// Test-only builds (tests/hooks/): a reader calls this after it loads a
+/// slot's location and before it reads the record the location leads to,
+/// so that a test can make writes at the moment a preempted reader would
+/// meet them. Never defined in a real build.
+inline void (*testing_after_slot_load)() = nullptr;
+inline void testing_reader_step() {
+  if (testing_after_slot_load != nullptr) testing_after_slot_load();
+}
+#endif
+
 /// A list of locations in mapped memory (not the heap), grown by doubling:
 /// the records a shard frees once syncs have made that safe (periodic).
 class LocationList {
@@ -186,12 +197,11 @@ class alignas(64) Shard {
   /// EpochGuard (the walk's table stays mapped through growth).
   template <class F>
   void for_each(F& fn, std::string& kbuf, std::string& vbuf) const {
-    const std::uint64_t generation = index_.acquire_generation();
     const IndexTable* t = index_.acquire_table();
     for (std::uint64_t g = 0; g < t->groups(); ++g) {
       const std::uint64_t w = load_acquire(t->ctrl_words() + g);
       for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
-        if (copy_record(generation, t->locations() + g * 8 + ctrl::first(m), kbuf, vbuf)) {
+        if (copy_record(t, t->locations() + g * 8 + ctrl::first(m), kbuf, vbuf)) {
           fn(std::string_view(kbuf), std::string_view(vbuf));
         }
       }
@@ -388,10 +398,14 @@ class alignas(64) Shard {
 
   /// Writes the chunks written since the last sync (`all`: every chunk) to
   /// their files and waits. Returns 0, or the errno of the first failure,
-  /// which is also noted store-wide. Takes the lock only to collect them.
-  /// Then frees the old records of updates made before the call (periodic),
-  /// whose successors are now durable.
+  /// which is also noted store-wide. Takes the writer lock only to collect
+  /// them. Then frees the old records of updates made before the call
+  /// (periodic), whose successors are now durable.
+  /// Syncs of a shard run one at a time (sync_mutex_): a sync that found
+  /// the dirty range taken by another one still in its msync would return
+  /// (and free records) before that data is on disk.
   int sync(bool all) {
+    const std::lock_guard<std::mutex> one_at_a_time(sync_mutex_);
     std::uint32_t lo = 0, hi = 0;
     // Entries are counted since the shard began (clear() drops some).
     std::uint64_t upto = 0;        // deferred records to free: pushed before this sync
@@ -685,6 +699,15 @@ class alignas(64) Shard {
       // power loss right after this open still finds the newest record of
       // each key), the other modes at once.
       for (const Location loc : losers) free_or_defer(deferred_, loc);
+      if (!defer_frees_ && !dead.empty() && !sync_before_freeing_markers()) {
+        // The frees could not be made durable: the markers stay, waiting
+        // for syncs as in periodic (writes are refused from now on).
+        for (const Location loc : dead) {
+          dead_.reserve_one();
+          dead_.push(loc);
+        }
+        dead.clear();
+      }
       for (const Location loc : dead) free_or_defer(dead_, loc);
     }
     normalized_ = writable;
@@ -776,6 +799,12 @@ class alignas(64) Shard {
         while (s_.starving_readers_.load(std::memory_order_relaxed) != 0) std::this_thread::yield();
       }
       s_.lock_.lock();
+      // Every store this writer makes comes after a release fence that
+      // follows the previous writers' Index::invalidate_readers(): a reader
+      // that reads one of them over a destroyed record start, then passes
+      // its acquire fence (record::validate), sees the new generation.
+      // (Free on x86-64: a compiler barrier.)
+      std::atomic_thread_fence(std::memory_order_release);
     }
     ~WriteLock() { s_.lock_.unlock(); }
     WriteLock(const WriteLock&) = delete;
@@ -927,11 +956,29 @@ class alignas(64) Shard {
     return size;
   }
 
-  /// Recovery: gives the live record `rec` `extra` more bytes of slack.
+  /// Recovery, before it frees dead markers at once (every mode but
+  /// periodic, which defers them): the key's older records a marker
+  /// outranks may have been freed only in memory (by this recovery, or by
+  /// the life before a crash, whose frees the page cache still holds), so
+  /// every chunk is written to disk first; otherwise a power loss could
+  /// leave the marker freed and an older record live: the removed key back.
+  /// Returns false (noted store-wide) if a write-back failed.
+  bool sync_before_freeing_markers() noexcept {
+    for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
+      if (const int err = journal_.sync_chunk(c)) {
+        note_sync_error(err);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /// Recovery: gives the record `rec` (live, or a dead marker, which stays
+  /// dead) `extra` more bytes of slack.
   void grow_slack(std::byte* rec, Location loc, std::uint64_t extra) noexcept {
     record::Meta m = record::Meta::decode(load_relaxed(word_at(rec + 8)));
     const std::uint64_t slack = m.slack_words() + extra / 8;
-    m.flags = record::Meta::make_flags(record::State::live, slack, m.prev_free(), m.policy_bits());
+    m.flags = record::Meta::make_flags(m.state(), slack, m.prev_free(), m.policy_bits());
     const std::uint64_t stamp = load_relaxed(word_at(rec));
     store_relaxed(word_at(rec + 8), m.encode());
     const std::uint64_t w2 = load_relaxed(word_at(rec + 16));
@@ -1048,6 +1095,12 @@ class alignas(64) Shard {
       // Pairs with the release stores in Index::insert/update: the record the
       // location leads to is visible.
       const Location loc = Location::from_raw(load_acquire(slot));
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+      testing_reader_step();
+#endif
+      // A removal empties the slot's location before its record is freed:
+      // the key this reader saw in the control word is gone from here.
+      if (loc.is_none()) return Examined::other;
       std::uint64_t avail = 0;
       const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
       if (rec == nullptr) {
@@ -1107,69 +1160,107 @@ class alignas(64) Shard {
     }
   }
 
-  /// for_each's read of one slot: copies the key's record into kbuf/vbuf and
-  /// returns true only for a record that is its key's current one. Cheap
-  /// while the walked table is current (the slot still leads to the record);
-  /// once growth or clear() moved the generation, the walked table is frozen
-  /// and its slots may lead anywhere, so each record is confirmed through a
-  /// lookup of its key. A record rewritten continuously meanwhile may be
-  /// skipped: the walk promises only keys left alone during it.
-  bool copy_record(std::uint64_t generation, const std::uint64_t* slot, std::string& kbuf,
+  /// for_each's read of one slot of table `t`: copies the record its key
+  /// leads to into kbuf/vbuf and returns true only for a record that is its
+  /// key's current one. While `t` is the current table, the slot must still
+  /// lead to the record and the generation (loaded before the slot, as in
+  /// probe()) stay put, before any length read from the record sizes a
+  /// buffer and after the copy; once growth replaced `t`, its slots are
+  /// frozen and may lead anywhere, so the key is read and confirmed through a
+  /// lookup in the current table (copy_from_frozen). A record rewritten
+  /// continuously meanwhile may be skipped: the walk promises only keys left
+  /// alone during it.
+  bool copy_record(const IndexTable* t, const std::uint64_t* slot, std::string& kbuf,
                    std::string& vbuf) const {
     Backoff backoff;
     for (; !backoff.exhausted(); backoff.pause()) {
+      // First, as in probe(): what is read below counts only while it stays.
+      const std::uint64_t generation = index_.acquire_generation();
+      if (index_.acquire_table() != t) return copy_from_frozen(slot, kbuf, vbuf);
       const Location loc = Location::from_raw(load_acquire(slot));
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+      testing_reader_step();
+#endif
+      if (loc.is_none()) return false;  // its key was removed
       std::uint64_t avail = 0;
       const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
-      if (rec == nullptr) return false;
-      const std::uint64_t s1 = record::read_stamp(rec);
-      if (s1 == 0) return false;  // zeroed by clear()
-      if ((s1 & 1) == 0) {
-        const record::Meta m = record::read_meta(rec);
-        const bool whole = m.state() == record::State::live &&
-                           record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail;
-        if (whole && record::validate(rec, s1)) {
-          kbuf.resize(m.key_len);
-          vbuf.resize(m.value_len);
-          record::copy_out(kbuf.data(), rec, 0, m.key_len);
-          record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
-          const std::uint32_t stored = record::stored_checksum(rec);
-          if (record::validate(rec, s1)) {
-            if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf) != stored) {
-              // A damaged record: skipped (and counted), so that a walk can
-              // salvage what is intact.
-              corrupt_.fetch_add(1, std::memory_order_relaxed);
-              return false;
-            }
-            if (index_.unchanged_since(generation)) {
-              if (load_relaxed(slot) == loc.raw()) return true;
-              continue;  // the slot moved on: read where it leads now
-            }
-            return is_current_record(kbuf, loc, s1);
-          }
-          continue;
-        }
-        if (!record::validate(rec, s1)) continue;
-        // A stable record that is not live: the key went away, if the slot
-        // still leads here (in a frozen table there is nothing to confirm).
-        if (!index_.unchanged_since(generation) || load_relaxed(slot) == loc.raw()) return false;
+      if (rec == nullptr) {
+        if (index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) return false;
         continue;
       }
-      // Odd: a write in progress, or (from a stale slot) bytes that are no
-      // record's stamp. Only the first is worth waiting for.
-      if (!index_.unchanged_since(generation)) return false;
+      const std::uint64_t s1 = record::read_stamp(rec);
+      if (!record::stamp_is_stable(s1)) {
+        // 0: zeroed by clear() (the generation moved) or damage. Odd: a
+        // write in progress (worth waiting for, within the backoff) or
+        // bytes that are no stamp (the generation moves).
+        if (s1 == 0 && index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) {
+          return false;
+        }
+        continue;
+      }
+      const record::Meta m = record::read_meta(rec);
+      const bool whole = m.state() == record::State::live &&
+                         record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail;
+      if (!record::validate(rec, s1)) continue;
+      // The header belongs to the record the slot leads to only while the
+      // generation stays and the slot still leads here; then, and only then,
+      // may its lengths size the buffers.
+      if (!index_.unchanged_since(generation)) continue;
+      if (load_relaxed(slot) != loc.raw()) continue;  // the slot moved on
+      if (!whole) return false;  // a slot leads to a record that is not live only in damage
+      kbuf.resize(m.key_len);
+      vbuf.resize(m.value_len);
+      record::copy_out(kbuf.data(), rec, 0, m.key_len);
+      record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
+      const std::uint32_t stored = record::stored_checksum(rec);
+      if (!record::validate(rec, s1) || !index_.unchanged_since(generation)) continue;
+      if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf) != stored) {
+        // A damaged record: skipped (and counted), so that a walk can
+        // salvage what is intact.
+        corrupt_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+      return true;
     }
     return false;
   }
 
-  /// True if `key`'s current record is the one at `loc` stamped `stamp`.
-  bool is_current_record(std::string_view key, Location loc, std::uint64_t stamp) const {
-    bool same = false;
-    lookup(key, hash_(key), [&](Location l, const std::byte*, const record::Meta&, std::uint64_t s) {
-      same = l == loc && s == stamp;
-      return true;
-    });
-    return same;
+  /// copy_record() for a slot of a table that growth replaced: reads the
+  /// key the slot leads to (a key length sizes at most 64 KiB), then looks
+  /// the key up in the current table, which copies the value only if the
+  /// key's current record is the one the slot led to.
+  bool copy_from_frozen(const std::uint64_t* slot, std::string& kbuf, std::string& vbuf) const {
+    Backoff backoff;
+    for (; !backoff.exhausted(); backoff.pause()) {
+      const Location loc = Location::from_raw(load_acquire(slot));
+      if (loc.is_none()) return false;
+      std::uint64_t avail = 0;
+      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+      if (rec == nullptr) return false;
+      const std::uint64_t s1 = record::read_stamp(rec);
+      if (s1 == 0) return false;
+      if ((s1 & 1) != 0) continue;
+      const record::Meta m = record::read_meta(rec);
+      if (m.state() != record::State::live || record::kHeaderBytes + m.key_len > avail) {
+        if (record::validate(rec, s1)) return false;
+        continue;
+      }
+      kbuf.resize(m.key_len);
+      record::copy_out(kbuf.data(), rec, 0, m.key_len);
+      if (!record::validate(rec, s1)) continue;
+      // kbuf may hold any bytes (the slot is stale): the lookup decides.
+      bool same = false;
+      lookup(kbuf, hash_(kbuf),
+             [&](Location l, const std::byte* r, const record::Meta& cm, std::uint64_t s) {
+               same = l == loc && s == s1;
+               if (!same) return true;
+               vbuf.resize(cm.value_len);
+               record::copy_out(vbuf.data(), r, cm.key_len, cm.value_len);
+               return record::validate(r, s);
+             });
+      return same;
+    }
+    return false;
   }
 
   [[gnu::always_inline]] Index::Found find_for_write(std::string_view key, std::uint64_t h) const {
@@ -1364,6 +1455,7 @@ class alignas(64) Shard {
     // to vanish into the free record before it: a reader still copying it
     // must fail its second check before a footer or link lands in its bytes.
     record::write_free(rec, next_stamp(), cap, Location::none(), Location::none(), prev_free);
+    bool merged = false;
     if (prev_free && loc.offset() >= record::kMinRecord) {
       const std::uint64_t pcap = record::capacity_from_footer(load_relaxed(word_at(rec - 8)));
       const record::Meta pm = pcap + kHeader <= loc.offset()
@@ -1375,6 +1467,7 @@ class alignas(64) Shard {
       if (sound && pcap + kHeader + cap <= record::kMaxFreeCapacity) {
         const Location ploc = Location::make(loc.chunk(), loc.offset() - kHeader - pcap);
         std::byte* prec = journal_.at(ploc);
+        merged = true;
         free_.unlink(prec, pcap);
         prev_free = pm.prev_free();
         loc = ploc;
@@ -1390,9 +1483,13 @@ class alignas(64) Shard {
           loc.offset() + 2 * kHeader + cap + m.capacity() > journal_.chunk_size(loc.chunk())) {
         break;
       }
+      merged = true;
       free_.unlink(next, m.capacity());
       cap += kHeader + m.capacity();
     }
+    // Record starts inside the merged record are gone: its space may now be
+    // reused for values shaped like headers, at locations readers may hold.
+    if (merged) index_.invalidate_readers();
     if (journal_.retract_tail(loc, kHeader + cap)) {
       // Beyond the tail now; still stamped afresh for readers holding it.
       record::write_free(rec, next_stamp(), cap, Location::none(), Location::none(), prev_free);
@@ -1465,6 +1562,7 @@ class alignas(64) Shard {
   // Written by every write: apart from what readers load (the index's table
   // and generation, the journal's chunk table).
   alignas(64) mutable Lock lock_;
+  std::mutex sync_mutex_;  // one sync() of the shard at a time
   mutable std::atomic<std::uint32_t> starving_readers_{0};
   std::uint64_t stamp_ = 0;  // the last stamp drawn; even
   std::atomic<std::uint64_t> records_{0};

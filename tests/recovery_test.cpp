@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+// Recovery keeps removals removed. A removal in Durability::periodic leaves
+// a dead marker (the key's last record, turned dead with a new stamp) that
+// outranks the key's older records until they are freed for good; recovery
+// must neither turn that marker live again nor free it before the older
+// records' frees are on disk, whatever mode the store is reopened in.
+// Durability is observed through the ranges the library msyncs
+// (support/durable_image.hpp), not read back from the page cache.
+#include <offheap/offheap.hpp>
+#include <offheap/detail/crc32c.hpp>
+#include <offheap/detail/format.hpp>
+#include <offheap/detail/record.hpp>
+
+#include "support/durable_image.hpp"
+#include "support/temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace fs = std::filesystem;
+using offheap::Durability;
+using offheap_test::FileImages;
+using offheap_test::SyncRecorder;
+using offheap_test::TempDir;
+
+namespace {
+
+namespace rec = offheap::detail::record;
+namespace fmt = offheap::detail::format;
+
+offheap::Options opts(const fs::path& dir, Durability d) {
+  offheap::Options o;
+  o.path = dir;
+  o.shards = 1;
+  o.durability = d;
+  o.background_maintenance = false;
+  o.min_chunk_bytes = 16 * 1024;
+  return o;
+}
+
+void copy_dir(const fs::path& from, const fs::path& to) {
+  offheap_test::write_dir_files(to, offheap_test::read_dir_files(from));
+}
+
+std::uint64_t u64_at(const std::string& bytes, std::size_t off) {
+  std::uint64_t w;
+  std::memcpy(&w, bytes.data() + off, 8);
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("recovery that gives a gap to a dead marker keeps it dead", "[files][recovery]") {
+  TempDir tmp;
+  const fs::path dir = tmp / "store", crash1 = tmp / "crash1", crash2 = tmp / "crash2";
+  const std::string victim_value(64, 'w');  // 'w' = 0x77: odd, never read as a stamp
+  {
+    offheap::Store s(opts(dir, Durability::periodic));
+    s.put("victim", victim_value);       // chunk 0, offset 0: 24 + 72 bytes
+    s.put("next", std::string(64, 'n'));  // offset 96
+    s.sync();
+    REQUIRE(s.remove("victim"));  // the record turns dead in place (periodic)
+    s.sync();                      // the marker is on disk, not yet freed
+    copy_dir(dir, crash1);         // a crash now: what the page cache holds
+  }
+  // Damage (as a torn neighbour would) that leaves a 16-byte gap after the
+  // marker: its value shortened by 16 bytes, its checksum made to match.
+  FileImages files = offheap_test::read_dir_files(crash1);
+  std::string& chunk = files.at(fmt::chunk_file_name(0, 0));
+  std::string& meta = files.at("meta");
+  const std::size_t at = fmt::kChunkHeaderBytes;
+  const std::uint64_t stamp = u64_at(chunk, at);
+  rec::Meta m = rec::Meta::decode(u64_at(chunk, at + 8));
+  REQUIRE(m.state() == rec::State::dead);
+  REQUIRE(m.key_len == 6);
+  REQUIRE(m.value_len == 64);
+  m.value_len = 48;
+  const std::uint64_t store_id = u64_at(meta, offsetof(fmt::Meta, store_id));
+  const std::uint64_t seed_words[2] = {store_id, 0};
+  const std::uint32_t seed = offheap::detail::crc32c(seed_words, sizeof seed_words);
+  const std::uint32_t crc = rec::checksum_of(seed, stamp, m.encode(), offheap::detail::Location::make(0, 0),
+                                             "victim", std::string_view(victim_value).substr(0, 48));
+  const std::uint64_t w1 = m.encode();
+  std::memcpy(chunk.data() + at + 8, &w1, 8);
+  std::memcpy(chunk.data() + at + 16, &crc, 4);
+  offheap_test::write_dir_files(crash1, files);
+
+  {
+    offheap::Store s(opts(crash1, Durability::periodic));  // recovery takes the gap as slack
+    CHECK(s.stats().rebuilt);
+    CHECK_FALSE(s.contains("victim"));
+    CHECK(s.get("next") == std::string(64, 'n'));
+    copy_dir(crash1, crash2);  // and crashes again before any sync
+  }
+  offheap::Options ro = opts(crash2, Durability::periodic);
+  ro.read_only = true;
+  offheap::Store again(ro);
+  CHECK(again.get("victim") == std::nullopt);
+  CHECK(again.get("next") == std::string(64, 'n'));
+}
+
+TEST_CASE("a durable removal stays removed when a periodic store is reopened in another mode",
+          "[files][recovery]") {
+  for (const Durability reopen : {Durability::on_close, Durability::none, Durability::every_write}) {
+    INFO("reopened in " << offheap::to_string(reopen));
+    TempDir tmp;
+    const fs::path dir = tmp / "store", crash = tmp / "crash";
+    const std::string v1(3000, '1'), v2(3000, '2');
+    {
+      offheap::Store s(opts(dir, Durability::periodic));
+      s.put("filler-0", "x");
+      s.close();  // everything durable: the baseline
+    }
+    const FileImages baseline = offheap_test::read_dir_files(dir);
+    FileImages durable;  // what the disk holds when the first life is killed
+    {
+      SyncRecorder recorder;
+      offheap::Store s(opts(dir, Durability::periodic));
+      s.put("victim", v1);                     // R1
+      s.put("filler", std::string(5000, 'f'));  // R1 and R2 on other pages
+      s.sync();                                 // R1 durable
+      s.put("victim", v2);                     // R2; R1 waits for a sync to be freed
+      REQUIRE(s.remove("victim"));              // R2 turns dead: the marker
+      s.sync();  // marker durable; then R1 is freed, in memory only
+      copy_dir(dir, crash);  // killed now: the page cache is what a reopen sees
+      durable = recorder.image(baseline, dir);
+      durable["meta"] = offheap_test::read_dir_files(dir).at("meta");  // replaced durably at open
+      durable.erase(fmt::state_file_name(0));
+    }
+    // The older record's page as the disk has it: R1 still live there.
+    const std::string chunk_name = fmt::chunk_file_name(0, 0);
+    const std::size_t r1_page_lo = 0, r1_page_hi = 2 * 4096;  // header page + R1's first page
+    REQUIRE(durable.at(chunk_name).find(v1.substr(0, 64)) != std::string::npos);
+
+    // Reopen after the kill in another mode, then lose power before any sync:
+    // the disk holds what was durable, what the reopen msynced, and any other
+    // page the OS chose to write back, but not R1's page unless msynced.
+    SyncRecorder recorder;
+    {
+      offheap::Store s(opts(crash, reopen));
+      CHECK_FALSE(s.contains("victim"));
+      FileImages image = recorder.image(durable, crash);
+      const FileImages now = offheap_test::read_dir_files(crash);
+      image["meta"] = now.at("meta");
+      std::string& chunk = image.at(chunk_name);
+      const std::string& cached = now.at(chunk_name);
+      for (std::size_t page = r1_page_hi; page < cached.size(); page += 4096) {
+        chunk.replace(page, std::min<std::size_t>(4096, cached.size() - page), cached, page,
+                      std::min<std::size_t>(4096, cached.size() - page));
+      }
+      (void)r1_page_lo;
+      offheap_test::write_dir_files(tmp / "power-cut", image);
+    }
+    offheap::Options ro = opts(tmp / "power-cut", reopen);
+    ro.read_only = true;
+    offheap::Store after(ro);
+    CHECK(after.get("victim") == std::nullopt);
+    CHECK(after.get("filler") == std::string(5000, 'f'));
+  }
+}

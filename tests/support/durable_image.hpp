@@ -5,9 +5,10 @@
 // not do: the page cache holds every write whether or not it was synced.
 //
 // SyncRecorder installs the library's sync observer (detail/file.hpp), which
-// copies each range as its msync starts; image() finds the file behind each
-// recorded address through /proc/self/maps and lays the copies over a
-// baseline. One recorder at a time per process.
+// copies each range as its msync starts and counts it once the msync has
+// returned; image() finds the file behind each recorded address through
+// /proc/self/maps and lays the copies over a baseline. One recorder at a
+// time per process.
 #pragma once
 
 #include <offheap/detail/file.hpp>
@@ -137,19 +138,33 @@ class SyncRecorder {
     static SyncRecorder* r = nullptr;
     return r;
   }
-  static void observe(const void* p, std::uint64_t bytes) {
+  /// Copies the range as its msync starts; it counts as durable only once
+  /// that msync has returned (a sync that returns earlier proves nothing).
+  static void observe(const void* p, std::uint64_t bytes, bool done) {
     SyncRecorder* self = instance();
     if (self == nullptr) return;
-    {
-      std::lock_guard<std::mutex> g(self->mutex_);
-      self->ranges_.push_back(
-          {reinterpret_cast<std::uintptr_t>(p), std::string(static_cast<const char*>(p), bytes)});
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    if (!done) {
+      {
+        std::lock_guard<std::mutex> g(self->mutex_);
+        self->pending_.push_back({address, std::string(static_cast<const char*>(p), bytes)});
+      }
+      if (self->before_msync) self->before_msync(p, bytes);
+      return;
     }
-    if (self->before_msync) self->before_msync(p, bytes);
+    std::lock_guard<std::mutex> g(self->mutex_);
+    for (auto it = self->pending_.begin(); it != self->pending_.end(); ++it) {
+      if (it->address == address && it->bytes.size() == bytes) {
+        self->ranges_.push_back(std::move(*it));
+        self->pending_.erase(it);
+        return;
+      }
+    }
   }
 
   mutable std::mutex mutex_;
-  std::vector<Range> ranges_;
+  std::vector<Range> pending_;  // msyncs started, not yet returned
+  std::vector<Range> ranges_;   // msyncs returned, in the order they did
 };
 
 }  // namespace offheap_test

@@ -151,9 +151,10 @@ inline std::atomic<int>& testing_fail_syncs() noexcept {
 }
 
 /// Observation for tests: when set, sync_mapping() calls it with the range
-/// it is about to write, before the msync, so that a test can record what
-/// the library makes durable and when (tests/support/durable_image.hpp).
-using SyncObserver = void (*)(const void* p, std::uint64_t bytes);
+/// it is about to write before the msync (done = false) and, if the msync
+/// succeeded, after it (done = true), so that a test can record what the
+/// library makes durable and when (tests/support/durable_image.hpp).
+using SyncObserver = void (*)(const void* p, std::uint64_t bytes, bool done);
 inline std::atomic<SyncObserver>& testing_sync_observer() noexcept {
   static std::atomic<SyncObserver> observer{nullptr};
   return observer;
@@ -164,10 +165,11 @@ inline std::atomic<SyncObserver>& testing_sync_observer() noexcept {
 inline int sync_mapping(void* p, std::uint64_t bytes) noexcept {
   if (bytes == 0) return 0;
   if (const int err = testing_fail_syncs().load(std::memory_order_relaxed)) return err;
-  if (const SyncObserver observe = testing_sync_observer().load(std::memory_order_acquire)) {
-    observe(p, bytes);
-  }
-  return ::msync(p, bytes, MS_SYNC) == 0 ? 0 : errno;
+  const SyncObserver observe = testing_sync_observer().load(std::memory_order_acquire);
+  if (observe != nullptr) observe(p, bytes, false);
+  const int err = ::msync(p, bytes, MS_SYNC) == 0 ? 0 : errno;
+  if (observe != nullptr && err == 0) observe(p, bytes, true);
+  return err;
 }
 
 /// The names in a directory.

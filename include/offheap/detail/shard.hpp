@@ -31,6 +31,7 @@
 #include <offheap/detail/index.hpp>
 #include <offheap/detail/journal.hpp>
 #include <offheap/detail/location.hpp>
+#include <offheap/detail/location_list.hpp>
 #include <offheap/detail/record.hpp>
 #include <offheap/policy.hpp>
 #include <offheap/stats.hpp>
@@ -59,44 +60,6 @@ inline void testing_reader_step() {
   if (testing_after_slot_load != nullptr) testing_after_slot_load();
 }
 #endif
-
-/// A list of locations in mapped memory (not the heap), grown by doubling:
-/// the records a shard frees once syncs have made that safe (periodic).
-class LocationList {
- public:
-  explicit LocationList(const std::string& name) : name_(name) {}
-  LocationList(const LocationList&) = delete;
-  LocationList& operator=(const LocationList&) = delete;
-  ~LocationList() { unmap(data_, capacity_ * 8); }
-
-  /// Makes room for one more push; throws Error(out_of_space) (the list
-  /// unchanged) if it cannot.
-  void reserve_one() {
-    if (size_ < capacity_) return;
-    const std::uint64_t cap = capacity_ == 0 ? page_size() / 8 : capacity_ * 2;
-    auto* d = reinterpret_cast<std::uint64_t*>(map_anonymous(cap * 8, name_, "the deferred-free list"));
-    if (size_ != 0) std::memcpy(d, data_, size_ * 8);
-    unmap(data_, capacity_ * 8);
-    data_ = d;
-    capacity_ = cap;
-  }
-  /// Requires: reserve_one() since the last push.
-  void push(Location loc) noexcept { data_[size_++] = loc.raw(); }
-  Location operator[](std::uint64_t i) const noexcept { return Location::from_raw(data_[i]); }
-  std::uint64_t size() const noexcept { return size_; }
-  /// Removes the first n entries.
-  void drop_front(std::uint64_t n) noexcept {
-    if (n == 0) return;
-    std::memmove(data_, data_ + n, (size_ - n) * 8);
-    size_ -= n;
-  }
-
- private:
-  const std::string& name_;
-  std::uint64_t* data_ = nullptr;
-  std::uint64_t size_ = 0;
-  std::uint64_t capacity_ = 0;
-};
 
 /// Spins briefly, then yields, while a reader waits out a writer.
 class Backoff {
@@ -404,223 +367,34 @@ class alignas(64) Shard {
   /// Syncs of a shard run one at a time (sync_mutex_): a sync that found
   /// the dirty range taken by another one still in its msync would return
   /// (and free records) before that data is on disk.
-  int sync(bool all) {
-    const std::lock_guard<std::mutex> one_at_a_time(sync_mutex_);
-    std::uint32_t lo = 0, hi = 0;
-    // Entries are counted since the shard began (clear() drops some).
-    std::uint64_t upto = 0;        // deferred records to free: pushed before this sync
-    std::uint64_t dead_ready = 0;  // dead markers to free: older records freed by now
-    std::uint64_t dead_seen = 0;   // dead markers that exist now
-    bool work = false;             // anything above for the second lock
-    {
-      std::lock_guard<Lock> guard(lock_);
-      journal_.take_dirty(lo, hi);
-      if (all) {
-        lo = 0;
-        hi = journal_.chunks();
-      }
-      upto = deferred_dropped_ + deferred_.size();
-      dead_ready = dead_freeable_;
-      dead_seen = dead_dropped_ + dead_.size();
-      work = deferred_.size() != 0 || dead_ready > dead_dropped_ || dead_seen > dead_freeable_;
-    }
-    for (std::uint32_t c = lo; c < hi; ++c) {
-      if (const int err = journal_.sync_chunk(c)) {
-        note_sync_error(err);
-        return err;
-      }
-    }
-    if (work) {  // (not in the other modes: their lists stay empty)
-      const WriteLock guard(*this);
-      // Another sync, or clear(), may have dropped some meanwhile.
-      const std::uint64_t n = upto > deferred_dropped_ ? upto - deferred_dropped_ : 0;
-      free_front(deferred_, n);
-      deferred_dropped_ += n;
-      // A dead marker goes once the key's older records it outranks were
-      // freed by an earlier sync and this sync's msync made that durable.
-      const std::uint64_t d = dead_ready > dead_dropped_ ? dead_ready - dead_dropped_ : 0;
-      free_front(dead_, d);
-      dead_dropped_ += d;
-      // The markers that existed when this sync began: every record older
-      // than them has been freed now; the next sync's msync makes it durable.
-      if (dead_seen > dead_freeable_) dead_freeable_ = dead_seen;
-    }
-    return 0;
-  }
+  int sync(bool all);
 
   /// Frees the record at `loc`, whatever its state, with the capacity and
   /// prev-free bit its header says.
-  void free_record(Location loc) noexcept {
-    std::byte* rec = journal_.at(loc);
-    const record::Meta m = record::read_meta(rec);
-    release(loc, rec, m.capacity(), m.prev_free());
-  }
+  void free_record(Location loc) noexcept;
 
   /// Recovery: frees `loc` at once, or (periodic) adds it to `list` to be
   /// freed after syncs, as a running store would.
-  void free_or_defer(LocationList& list, Location loc) {
-    if (!defer_frees_) return free_record(loc);
-    list.reserve_one();
-    list.push(loc);
-  }
+  void free_or_defer(LocationList& list, Location loc);
 
   /// Frees the first n records of `list` and drops them from it.
-  void free_front(LocationList& list, std::uint64_t n) noexcept {
-    for (std::uint64_t i = 0; i < n; ++i) free_record(list[i]);
-    list.drop_front(n);
-  }
+  void free_front(LocationList& list, std::uint64_t n) noexcept;
 
   /// Old records and dead markers waiting for syncs before they are freed
   /// (periodic).
-  std::uint64_t deferred_records() const {
-    std::lock_guard<Lock> guard(lock_);
-    return deferred_.size() + dead_.size();
-  }
+  std::uint64_t deferred_records() const;
 
   /// Writes this shard's state file for a clean close at `generation`:
   /// counters, the free-list table and the index table. Durable once the
   /// caller syncs the directory. Requires: no writer is active.
-  void save_state(std::uint64_t generation) {
-    const FileBacking& f = *journal_.files();
-    const std::string& store = journal_.name();
-    const IndexTable* t = index_.table();
-    const std::uint64_t page = page_size();
-    format::StateHeader h{};
-    std::memcpy(h.magic, format::kStateMagic, 8);
-    h.format_version = format::kFormatVersion;
-    h.shard = number_;
-    h.store_id = f.store_id;
-    h.generation = generation;
-    h.chunks = journal_.chunks();
-    h.tail_chunk = journal_.tail_chunk();
-    h.tail_offset = journal_.tail_offset();
-    h.stamp = stamp_;
-    h.records = size();
-    h.key_value_bytes = key_value_bytes_;
-    h.live_bytes = live_bytes_;
-    h.puts = puts_;
-    h.removes = removes_;
-    h.free_records = free_.total_records();
-    h.free_bytes = free_.total_bytes();
-    h.index_capacity = t->capacity;
-    h.index_full = index_.size();
-    h.index_tombstones = index_.tombstones();
-    h.free_table_offset = round_up(sizeof h, page);
-    h.free_table_bytes = FreeLists::table_size();
-    h.index_offset = round_up(h.free_table_offset + h.free_table_bytes, page);
-    h.index_bytes = t->mapped_bytes;
-    IndexTable head = *t;  // as a clean open finds it: no retirement links
-    head.next_retired = nullptr;
-    head.retire_epoch = 0;
-    const auto* slots = reinterpret_cast<const std::uint64_t*>(t + 1);
-    const std::uint64_t slot_words = (t->mapped_bytes - sizeof(IndexTable)) / 8;
-    h.body_hash = body_hash(static_cast<const std::uint64_t*>(free_.table_bytes()),
-                            reinterpret_cast<const std::uint64_t*>(&head), slots, slot_words);
-    format::seal(h);
-
-    const std::string name = format::state_file_name(number_);
-    const std::string tmp = name + ".tmp";
-    const std::string path = f.dir_path + "/" + tmp;
-    Fd fd(open_at(f.dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC));
-    if (!fd) throw_os(errno, store, "creating " + path);
-    try {
-      write_at(fd.get(), &h, sizeof h, 0, store, path);
-      write_at(fd.get(), free_.table_bytes(), h.free_table_bytes, h.free_table_offset, store, path);
-      write_at(fd.get(), &head, sizeof head, h.index_offset, store, path);
-      write_at(fd.get(), slots, slot_words * 8, h.index_offset + sizeof head, store, path);
-      sync_file(fd.get(), store, path);
-      if (::renameat(f.dir_fd, tmp.c_str(), f.dir_fd, name.c_str()) != 0) {
-        throw_os(errno, store, "renaming " + path + " to " + name);
-      }
-    } catch (...) {
-      ::unlinkat(f.dir_fd, tmp.c_str(), 0);
-      throw;
-    }
-  }
+  void save_state(std::uint64_t generation);
 
   /// A clean open: adopts the state file a clean close at `generation`
   /// wrote, mapping its index table (copy on write) instead of scanning the
   /// records. Returns false, with the shard unchanged and `why` set, if the
   /// file is missing or anything in it fails a check (the caller then
   /// rebuilds). Requires: chunks attached, no other thread in the shard.
-  bool load_state(std::uint64_t generation, std::string& why) {
-    const FileBacking& f = *journal_.files();
-    const std::string& store = journal_.name();
-    const std::string name = format::state_file_name(number_);
-    const std::string path = f.dir_path + "/" + name;
-    Fd fd(open_at(f.dir_fd, name, O_RDONLY));
-    if (!fd) {
-      why = path + " is missing";
-      return false;
-    }
-    const std::uint64_t size = file_size(fd.get(), store, path);
-    format::StateHeader h{};
-    if (read_at(fd.get(), &h, sizeof h, 0, store, path) != sizeof h ||
-        std::memcmp(h.magic, format::kStateMagic, 8) != 0 ||
-        h.format_version != format::kFormatVersion || format::header_checksum(h) != h.checksum) {
-      why = path + " has no valid header";
-      return false;
-    }
-    const std::uint64_t page = page_size();
-    const std::uint64_t cap = h.index_capacity;
-    const bool tail_ok =
-        h.tail_chunk < journal_.chunks()
-            ? h.tail_offset <= journal_.chunk_size(static_cast<std::uint32_t>(h.tail_chunk)) &&
-                  format::end_of(journal_.end_word(static_cast<std::uint32_t>(h.tail_chunk))) ==
-                      h.tail_offset
-            : h.tail_chunk == journal_.chunks() && h.tail_offset == 0;
-    if (h.shard != number_ || h.store_id != f.store_id || h.generation != generation ||
-        h.chunks != journal_.chunks() || !tail_ok || h.tail_offset % 8 != 0 ||
-        h.stamp % 2 != 0 || h.records != h.index_full || cap < Index::kMinCapacity ||
-        cap > (std::uint64_t{1} << 40) || !std::has_single_bit(cap) ||
-        h.index_full + h.index_tombstones > Index::limit_of(cap) ||
-        h.free_table_offset < sizeof h || h.free_table_offset % page != 0 ||
-        h.free_table_bytes != FreeLists::table_size() ||
-        h.index_offset < h.free_table_offset + h.free_table_bytes || h.index_offset % page != 0 ||
-        h.index_bytes != round_up(sizeof(IndexTable) + cap * 9, page) ||
-        size < h.index_offset + h.index_bytes) {
-      why = path + " does not match the store's chunks or is damaged";
-      return false;
-    }
-    std::vector<std::uint64_t> table(h.free_table_bytes / 8);
-    if (read_at(fd.get(), table.data(), h.free_table_bytes, h.free_table_offset, store, path) !=
-        h.free_table_bytes) {
-      why = path + " is truncated";
-      return false;
-    }
-    std::byte* map = map_file(fd.get(), h.index_offset, h.index_bytes, true, false, store, path);
-    auto* t = reinterpret_cast<IndexTable*>(map);
-    const auto* slots = reinterpret_cast<const std::uint64_t*>(t + 1);
-    if (t->capacity != cap || t->mapped_bytes != h.index_bytes ||
-        body_hash(table.data(), reinterpret_cast<const std::uint64_t*>(t), slots,
-                  (h.index_bytes - sizeof(IndexTable)) / 8) != h.body_hash) {
-      unmap(map, h.index_bytes);
-      why = path + " fails its checksum";
-      return false;
-    }
-    const std::uint64_t old_records = free_.total_records(), old_bytes = free_.total_bytes();
-    std::vector<std::uint64_t> old_table(table.size());
-    std::memcpy(old_table.data(), free_.table_bytes(), h.free_table_bytes);
-    free_.load(table.data(), h.free_records, h.free_bytes);
-    if (!free_.heads_in_bounds()) {
-      free_.load(old_table.data(), old_records, old_bytes);
-      unmap(map, h.index_bytes);
-      why = path + " holds free-list heads outside the chunks";
-      return false;
-    }
-    // From here on the state is adopted.
-    index_.adopt(t, h.index_full, h.index_tombstones);
-    std::uint64_t used = h.tail_offset;
-    for (std::uint32_t c = 0; c < h.tail_chunk && c < journal_.chunks(); ++c) used += journal_.chunk_size(c);
-    journal_.set_tail(static_cast<std::uint32_t>(h.tail_chunk), h.tail_offset, used);
-    stamp_ = h.stamp;
-    records_.store(h.records, std::memory_order_relaxed);
-    key_value_bytes_ = h.key_value_bytes;
-    live_bytes_ = h.live_bytes;
-    puts_ = h.puts;
-    removes_ = h.removes;
-    return true;
-  }
+  bool load_state(std::uint64_t generation, std::string& why);
 
   /// What recover() found.
   struct Recovery {
@@ -643,152 +417,14 @@ class alignas(64) Shard {
   /// winning dead markers (periodic: defers them, as a running store does);
   /// read-only: builds the index and counters and writes nothing.
   /// Requires: no other thread in the shard.
-  Recovery recover(bool writable) {
-    Recovery r;
-    std::vector<Location> losers;
-    const std::uint32_t chunks = journal_.chunks();
-    // The tail chunk: the last one whose end says it holds records.
-    std::uint32_t tail = chunks;
-    for (std::uint32_t c = chunks; c-- > 0;) {
-      const std::uint64_t w = journal_.end_word(c);
-      if (!format::end_word_valid(w, journal_.end_salt(c)) || format::end_of(w) != 0) {
-        tail = c;
-        break;
-      }
-    }
-    // Size the index for the records the shard last had (a hint; bounded by
-    // what the chunks could hold), so that it never rehashes.
-    std::uint64_t room = 0;
-    for (std::uint32_t c = 0; c < chunks; ++c) room += journal_.chunk_size(c) / record::kMinRecord;
-    index_.reserve_empty(std::min(journal_.records_hint(), room) * 9 / 8);
-    std::uint64_t max_stamp = 2, tail_offset = 0, used = 0;
-    for (std::uint32_t c = 0; tail < chunks && c < tail; ++c) {  // none if no chunk holds records
-      used += journal_.chunk_size(c);
-      scan_chunk(c, false, writable, losers, max_stamp, r);
-    }
-    if (tail < chunks) {
-      tail_offset = scan_chunk(tail, true, writable, losers, max_stamp, r);
-      used += tail_offset;
-    }
-    if (tail == chunks && chunks != 0) tail = 0;  // no records: start at chunk 0 (as reset())
-    adopt_batch(losers);
-    // Dead markers that won: their keys are absent.
-    std::vector<Location> dead;
-    for (const Location loc : dead_found_) {
-      const std::byte* rec = journal_.at(loc);
-      const record::Meta m = record::read_meta(rec);
-      const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-      const Index::Found f = find_for_write(key, hash_(key));
-      if (!f.found || index_.location(f.slot) != loc) continue;  // lost: among the losers
-      index_.erase(f.slot);
-      records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-      key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
-      live_bytes_ -= record::kHeaderBytes + m.capacity();
-      dead.push_back(loc);
-    }
-    dead_found_.clear();
-    dead_found_.shrink_to_fit();
-    journal_.set_tail(tail, tail_offset, used);
-    stamp_ = max_stamp;
-    if (writable) journal_.set_records_hint(size());
-    if (writable) {
-      for (std::uint32_t c = 0; c < chunks; ++c) {
-        journal_.set_end(c, c < tail ? journal_.chunk_size(c) : c == tail ? tail_offset : 0);
-      }
-      // As a running store would: periodic frees them after syncs (a
-      // power loss right after this open still finds the newest record of
-      // each key), the other modes at once.
-      for (const Location loc : losers) free_or_defer(deferred_, loc);
-      if (!defer_frees_ && !dead.empty() && !sync_before_freeing_markers()) {
-        // The frees could not be made durable: the markers stay, waiting
-        // for syncs as in periodic (writes are refused from now on).
-        for (const Location loc : dead) {
-          dead_.reserve_one();
-          dead_.push(loc);
-        }
-        dead.clear();
-      }
-      for (const Location loc : dead) free_or_defer(dead_, loc);
-    }
-    normalized_ = writable;
-    r.superseded = losers.size();
-    r.records = size();
-    corrupt_.fetch_add(r.dropped, std::memory_order_relaxed);
-    return r;
-  }
+  Recovery recover(bool writable);
 
   /// Walks every chunk record by record and checks the writer's invariants:
   /// lengths stay inside chunks, prev-free bits and footers match the records
   /// before them, free records add up to the free lists' totals, live records
   /// to the index and the counters. Returns "" or the first violation.
   /// O(journal); takes the lock.
-  std::string verify() const {
-    std::lock_guard<Lock> guard(lock_);
-    if (!normalized_) return verify_index();
-    std::uint64_t free_records = 0, free_bytes = 0, live = 0, live_bytes = 0, pending_found = 0;
-    // Records waiting for syncs (periodic): old live records and dead markers.
-    std::vector<std::uint64_t> pending;
-    for (std::uint64_t i = 0; i < deferred_.size(); ++i) pending.push_back(deferred_[i].raw());
-    for (std::uint64_t i = 0; i < dead_.size(); ++i) pending.push_back(dead_[i].raw());
-    std::sort(pending.begin(), pending.end());
-    auto is_pending = [&](Location l) {
-      return std::binary_search(pending.begin(), pending.end(), l.raw());
-    };
-    for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
-      bool prev_is_free = false;
-      std::uint64_t prev_cap = 0;
-      for (Location loc = Location::make(c, 0);;) {
-        const std::byte* rec = journal_.record_after(loc, 0);
-        if (rec == nullptr || record::read_stamp(rec) == 0) break;
-        const record::Meta m = record::read_meta(rec);
-        const std::string where = "chunk " + std::to_string(c) + " offset " +
-                                  std::to_string(loc.offset()) + ": ";
-        if (m.state() == record::State::none) return where + "no record";
-        if (m.prev_free() != prev_is_free) return where + "prev-free bit is wrong";
-        if (prev_is_free &&
-            record::capacity_from_footer(load_relaxed(word_at(rec - 8))) != prev_cap) {
-          return where + "the footer before it is wrong";
-        }
-        if (m.state() == record::State::free) {
-          ++free_records;
-          free_bytes += m.capacity();
-        } else if (m.state() == record::State::dead ||
-                   (m.state() == record::State::live && is_pending(loc))) {
-          if (!is_pending(loc)) return where + "dead record not waiting to be freed";
-          ++pending_found;
-        } else {
-          ++live;
-          live_bytes += record::kHeaderBytes + m.capacity();
-          const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes),
-                                     m.key_len);
-          const Index::Found f = find_for_write(key, hash_(key));
-          if (!f.found || index_.location(f.slot) != loc) return where + "live record not indexed";
-        }
-        prev_is_free = m.state() == record::State::free;
-        prev_cap = m.capacity();
-        const std::uint64_t next = loc.offset() + record::kHeaderBytes + m.capacity();
-        if (next > journal_.chunk_size(c)) return where + "record runs past its chunk";
-        loc = Location::make(c, next);
-      }
-    }
-    if (free_records != free_.total_records() || free_bytes != free_.total_bytes()) {
-      return "free records in the journal (" + std::to_string(free_records) + ", " +
-             std::to_string(free_bytes) + " bytes) differ from the free lists (" +
-             std::to_string(free_.total_records()) + ", " + std::to_string(free_.total_bytes()) +
-             " bytes)";
-    }
-    if (pending_found != pending.size()) {
-      return "records waiting to be freed in the journal (" + std::to_string(pending_found) +
-             ") differ from the deferred lists (" + std::to_string(pending.size()) + ")";
-    }
-    if (live != index_.size() || live != size() || live_bytes != live_bytes_) {
-      return "live records in the journal (" + std::to_string(live) + ", " +
-             std::to_string(live_bytes) + " bytes) differ from the index (" +
-             std::to_string(index_.size()) + ") or the counters (" + std::to_string(size()) +
-             ", " + std::to_string(live_bytes_) + " bytes)";
-    }
-    return {};
-  }
+  std::string verify() const;
 
  private:
   /// The writer lock, taken after any starving reader (see lookup()).
@@ -820,176 +456,15 @@ class alignas(64) Shard {
     std::uint64_t capacity;
     bool prev_free;  // the record before the slot is free
   };
+  // ---- defined in the concern headers included at the end ----------------------
+
+  // state_file.hpp
   static std::uint64_t body_hash(const std::uint64_t* free_table, const std::uint64_t* index_head,
-                                 const std::uint64_t* slots, std::uint64_t slot_words) noexcept {
-    const std::uint64_t a = format::hash64(free_table, FreeLists::table_size() / 8);
-    const std::uint64_t b = format::hash64(index_head, sizeof(IndexTable) / 8);
-    const std::uint64_t c = format::hash64(slots, slot_words);
-    return mix64(a ^ mix64(b ^ mix64(c)));
-  }
-
-  /// verify() after a read-only recovery, which leaves the free space as it
-  /// found it: every indexed record is live, whole, intact and found by its
-  /// key, and they add up to the counters.
-  std::string verify_index() const {
-    const IndexTable* t = index_.table();
-    std::uint64_t live = 0, live_bytes = 0;
-    for (std::uint64_t slot = 0; slot < t->capacity; ++slot) {
-      if (ctrl::byte_of(t->ctrl_words()[slot / 8], slot % 8) < 0x80) continue;
-      const Location loc = Location::from_raw(t->locations()[slot]);
-      const std::string where = "chunk " + std::to_string(loc.chunk()) + " offset " +
-                                std::to_string(loc.offset()) + ": ";
-      std::uint64_t avail = 0;
-      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
-      if (rec == nullptr) return where + "indexed location outside the chunks";
-      const record::Meta m = record::read_meta(rec);
-      if (m.state() != record::State::live || record::kHeaderBytes + m.capacity() > avail) {
-        return where + "indexed record not live or not whole";
-      }
-      if (durable_ && record::checksum_in_place(crc_seed_, rec, loc, load_relaxed(word_at(rec)),
-                                                m.encode()) != record::stored_checksum(rec)) {
-        return where + "indexed record fails its checksum";
-      }
-      const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-      const Index::Found f = find_for_write(key, hash_(key));
-      if (!f.found || f.slot != slot) return where + "indexed record not found by its key";
-      ++live;
-      live_bytes += record::kHeaderBytes + m.capacity();
-    }
-    if (live != size() || live_bytes != live_bytes_) return "indexed records differ from the counters";
-    return {};
-  }
-
-  /// Scans chunk c for recover(); returns where its records end (in the
-  /// tail chunk: the new tail offset).
-  std::uint64_t scan_chunk(std::uint32_t c, bool is_tail, bool writable,
-                           std::vector<Location>& losers, std::uint64_t& max_stamp, Recovery& r) {
-    constexpr std::uint64_t kHeader = record::kHeaderBytes;
-    const std::uint64_t size = journal_.chunk_size(c);
-    const std::uint64_t word = journal_.end_word(c);
-    std::uint64_t end = size;
-    if (format::end_word_valid(word, journal_.end_salt(c))) {
-      end = std::min(format::end_of(word) & ~std::uint64_t{7}, size);
-    }
-    std::byte* base = journal_.at(Location::make(c, 0));
-    std::uint64_t pos = 0;
-    bool in_run = false;      // [run, pos) is free space
-    std::uint64_t run = 0;
-    std::byte* last_live = nullptr;  // the live record just before `run`, if any
-    bool on_chain = true;  // pos was reached from the chunk's start record by record
-    while (pos + record::kMinRecord <= end) {
-      std::byte* rec = base + pos;
-      const std::uint64_t stamp = load_relaxed(word_at(rec));
-      const std::uint64_t w1 = load_relaxed(word_at(rec + 8));
-      const record::Meta m = record::Meta::decode(w1);
-      if (stamp != 0 && (stamp & 1) == 0) {
-        if (m.state() == record::State::live || m.state() == record::State::dead) {
-          const std::uint64_t bytes = kHeader + m.capacity();
-          const Location loc = Location::make(c, pos);
-          if (bytes <= end - pos &&
-              record::checksum_in_place(crc_seed_, rec, loc, stamp, w1) == record::stored_checksum(rec)) {
-            bool keep = true;
-            bool prev_free = false;
-            if (in_run) {
-              if (pos - run >= record::kMinRecord) {
-                if (writable) push_free_range(Location::make(c, run), base + run, pos - run, false, 2);
-                prev_free = true;
-              } else if (last_live != nullptr &&
-                         record::Meta::decode(load_relaxed(word_at(last_live + 8))).slack_words() +
-                                 (pos - run) / 8 <= 7) {
-                // A gap too small for a free record: the record before takes
-                // it as slack (its checksum covers the slack, so resealed).
-                if (writable) grow_slack(last_live, Location::make(c, static_cast<std::uint64_t>(last_live - base)), pos - run);
-                live_bytes_ += pos - run;
-              } else {
-                keep = false;  // nowhere to put the gap: the record joins the free space
-                ++r.dropped;
-              }
-            }
-            if (keep) {
-              in_run = false;
-              if (writable && m.prev_free() != prev_free) record::set_prev_free(rec, prev_free);
-              if (stamp > max_stamp) max_stamp = stamp;
-              if (m.state() == record::State::dead) dead_found_.push_back(loc);
-              queue_adopt(loc, rec, m, stamp, losers);
-              last_live = rec;
-              pos += bytes;
-              on_chain = true;
-              continue;
-            }
-            pos += bytes;
-            on_chain = true;
-            continue;  // still in the run
-          }
-          // Torn by a crash, or damaged: counted where a record was due (not
-          // for record-like bytes met while stepping over garbage).
-          if (on_chain) ++r.dropped;
-        } else if (m.state() == record::State::free) {
-          const std::uint64_t cap = m.capacity();
-          if (cap >= record::kMinPayload && cap % 8 == 0 && kHeader + cap <= end - pos) {
-            if (!in_run) {
-              in_run = true;
-              run = pos;
-            }
-            pos += kHeader + cap;
-            on_chain = true;
-            continue;
-          }
-        }
-      }
-      if (!in_run) {
-        in_run = true;
-        run = pos;
-      }
-      pos += 8;
-      on_chain = false;
-    }
-    if (is_tail) {
-      // The tail moves back over free space at the end.
-      return in_run ? run : pos;
-    }
-    // A chunk before the tail holds records to its end: the rest is free.
-    const std::uint64_t from = in_run ? run : pos;
-    if (writable && size - from >= record::kMinRecord) {
-      push_free_range(Location::make(c, from), base + from, size - from, false, 2);
-    }
-    return size;
-  }
-
-  /// Recovery, before it frees dead markers at once (every mode but
-  /// periodic, which defers them): the key's older records a marker
-  /// outranks may have been freed only in memory (by this recovery, or by
-  /// the life before a crash, whose frees the page cache still holds), so
-  /// every chunk is written to disk first; otherwise a power loss could
-  /// leave the marker freed and an older record live: the removed key back.
-  /// Returns false (noted store-wide) if a write-back failed.
-  bool sync_before_freeing_markers() noexcept {
-    for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
-      if (const int err = journal_.sync_chunk(c)) {
-        note_sync_error(err);
-        return false;
-      }
-    }
-    return true;
-  }
-
-  /// Recovery: gives the record `rec` (live, or a dead marker, which stays
-  /// dead) `extra` more bytes of slack.
-  void grow_slack(std::byte* rec, Location loc, std::uint64_t extra) noexcept {
-    record::Meta m = record::Meta::decode(load_relaxed(word_at(rec + 8)));
-    const std::uint64_t slack = m.slack_words() + extra / 8;
-    m.flags = record::Meta::make_flags(m.state(), slack, m.prev_free(), m.policy_bits());
-    const std::uint64_t stamp = load_relaxed(word_at(rec));
-    store_relaxed(word_at(rec + 8), m.encode());
-    const std::uint64_t w2 = load_relaxed(word_at(rec + 16));
-    store_relaxed(word_at(rec + 16), (w2 & ~std::uint64_t{0xFFFFFFFF}) |
-                                         record::checksum_in_place(crc_seed_, rec, loc, stamp, m.encode()));
-  }
-
-  /// Recovery indexes records in batches: their hashes first, then a
-  /// prefetch of each one's index group, then the inserts, so that the
-  /// cache misses of a batch overlap.
-  struct PendingAdopt {
+                                 const std::uint64_t* slots, std::uint64_t slot_words) noexcept;
+  // verify.hpp
+  std::string verify_index() const;
+  // recovery.hpp
+  struct PendingAdopt {  // a record waiting in an indexing batch
     Location loc;
     const std::byte* rec;
     record::Meta m;
@@ -997,53 +472,15 @@ class alignas(64) Shard {
     std::uint64_t hash;
   };
   static constexpr unsigned kAdoptBatch = 16;
-
+  std::uint64_t scan_chunk(std::uint32_t c, bool is_tail, bool writable,
+                           std::vector<Location>& losers, std::uint64_t& max_stamp, Recovery& r);
+  bool sync_before_freeing_markers() noexcept;
+  void grow_slack(std::byte* rec, Location loc, std::uint64_t extra) noexcept;
   void queue_adopt(Location loc, const std::byte* rec, const record::Meta& m, std::uint64_t stamp,
-                   std::vector<Location>& losers) {
-    const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-    const std::uint64_t h = hash_(key);
-    index_.prefetch(h);
-    batch_[batch_size_++] = PendingAdopt{loc, rec, m, stamp, h};
-    if (batch_size_ == kAdoptBatch) adopt_batch(losers);
-  }
-  void adopt_batch(std::vector<Location>& losers) {
-    for (unsigned i = 0; i < batch_size_; ++i) {
-      const PendingAdopt& p = batch_[i];
-      adopt_record(p.loc, p.rec, p.m, p.stamp, p.hash, losers);
-    }
-    batch_size_ = 0;
-  }
-
-  /// Recovery: indexes the live record at `loc` unless a record of its key
-  /// with a higher stamp is indexed already; the one that loses goes to
-  /// `losers`.
+                   std::vector<Location>& losers);
+  void adopt_batch(std::vector<Location>& losers);
   void adopt_record(Location loc, const std::byte* rec, const record::Meta& m, std::uint64_t stamp,
-                    std::uint64_t h, std::vector<Location>& losers) {
-    const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-    Index::Found f = find_for_write(key, h);
-    if (f.found) {
-      const Location other = index_.location(f.slot);
-      const std::byte* orec = journal_.at(other);
-      if (load_relaxed(word_at(orec)) > stamp) {
-        losers.push_back(loc);
-        return;
-      }
-      const record::Meta om = record::read_meta(orec);
-      losers.push_back(other);
-      index_.update(f.slot, loc);
-      key_value_bytes_ -= std::uint64_t{om.key_len} + om.value_len;
-      live_bytes_ -= record::kHeaderBytes + om.capacity();
-    } else {
-      if (index_.needs_room()) {
-        grow_index();
-        f = find_for_write(key, h);
-      }
-      index_.insert(f.insert_slot, h, loc);
-      records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    }
-    key_value_bytes_ += std::uint64_t{m.key_len} + m.value_len;
-    live_bytes_ += record::kHeaderBytes + m.capacity();
-  }
+                    std::uint64_t h, std::vector<Location>& losers);
 
   enum class Examined { hit, other, restart, starved };
   enum class Probe { hit, miss, starved };
@@ -1275,27 +712,12 @@ class alignas(64) Shard {
     });
   }
 
-  Examined met_damage() const noexcept {
-    corrupt_.fetch_add(1, std::memory_order_relaxed);
-    return Examined::other;
-  }
-
-  /// File-backed stores: whether an indexed record is whole and intact, so
-  /// that its header's lengths can be trusted (a file damaged after a clean
-  /// close is found here, or by a read). The writer's view: no write is in
-  /// progress.
-  bool intact(Location loc, const std::byte* rec) const noexcept {
-    if (loc.chunk() >= journal_.chunks() ||
-        loc.offset() + record::kMinRecord > journal_.chunk_size(loc.chunk())) {
-      return false;
-    }
-    const std::uint64_t stamp = load_relaxed(word_at(rec));
-    const record::Meta m = record::read_meta(rec);
-    return record::stamp_is_stable(stamp) && m.state() == record::State::live &&
-           loc.offset() + record::kHeaderBytes + m.capacity() <= journal_.chunk_size(loc.chunk()) &&
-           record::checksum_in_place(crc_seed_, rec, loc, stamp, m.encode()) ==
-               record::stored_checksum(rec);
-  }
+  // integrity.hpp (file-backed stores: damage met by writers and readers)
+  Examined met_damage() const noexcept;
+  bool intact(Location loc, const std::byte* rec) const noexcept;
+  [[noreturn, gnu::cold]] void report_corrupt(Location loc) const;
+  [[gnu::noinline]] Index::Found find_intact_durable(std::string_view key, std::uint64_t h);
+  void drop_damaged(std::uint64_t slot) noexcept;
 
   /// find_for_write for writers of file-backed stores: any damaged record
   /// met on the key's probe path (whose key cannot be told, or whose bytes
@@ -1304,40 +726,6 @@ class alignas(64) Shard {
   Index::Found find_intact(std::string_view key, std::uint64_t h) {
     if (!durable_) [[likely]] return find_for_write(key, h);
     return find_intact_durable(key, h);
-  }
-  [[gnu::noinline]] Index::Found find_intact_durable(std::string_view key, std::uint64_t h) {
-    Location damaged[8];
-    unsigned n = 0;
-    Index::Found f = index_.find(h, [&](Location loc) {
-      if (loc.chunk() >= journal_.chunks()) {
-        if (n < 8) damaged[n++] = loc;
-        return false;
-      }
-      const std::byte* rec = journal_.at(loc);
-      if (!intact(loc, rec)) {
-        if (n < 8) damaged[n++] = loc;
-        return false;
-      }
-      const record::Meta m = record::read_meta(rec);
-      return m.key_len == key.size() &&
-             equal_bytes(reinterpret_cast<const char*>(rec + record::kHeaderBytes), key.data(),
-                         key.size());
-    });
-    if (n == 0) return f;
-    for (unsigned i = 0; i < n; ++i) {
-      const Index::Found d = index_.find(h, [&](Location loc) { return loc == damaged[i]; });
-      if (d.found) drop_damaged(d.slot);
-    }
-    return find_for_write(key, h);
-  }
-
-  /// Takes a damaged record out of the index, leaving its bytes where they
-  /// are (its lengths cannot be trusted to free it); counted in stats().
-  void drop_damaged(std::uint64_t slot) noexcept {
-    index_.erase(slot);
-    records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-    corrupt_.fetch_add(1, std::memory_order_relaxed);
-    if (durable_) journal_.set_records_hint(size());
   }
 
   void rewrite_in_place(Location loc, std::byte* rec, std::uint64_t cap, std::uint64_t need,
@@ -1422,26 +810,9 @@ class alignas(64) Shard {
     return crc32c(words, sizeof words);
   }
 
-  /// Records the first failed sync of the store (later writes are refused).
-  void note_sync_error(int err) noexcept {
-    if (sync_error_ == nullptr) return;
-    int expected = 0;
-    sync_error_->compare_exchange_strong(expected, err, std::memory_order_relaxed);
-  }
-  [[noreturn, gnu::cold]] void sync_failed(int err) {
-    note_sync_error(err);
-    throw Error(errc_of(err), journal_.name() + ": writing records to disk (msync) failed: " +
-                                  errno_text(err) +
-                                  "; the store refuses writes from now on (reopen it to recover)");
-  }
-  [[noreturn, gnu::cold]] void report_corrupt(Location loc) const {
-    corrupt_.fetch_add(1, std::memory_order_relaxed);
-    throw Error(Errc::corrupt_file,
-                journal_.name() + ": the record at shard " + std::to_string(number_) + ", chunk " +
-                    std::to_string(loc.chunk()) + ", offset " + std::to_string(loc.offset()) +
-                    " fails its checksum: the file " + format::chunk_file_name(number_, loc.chunk()) +
-                    " is damaged there");
-  }
+  // durability.hpp
+  void note_sync_error(int err) noexcept;
+  [[noreturn, gnu::cold]] void sync_failed(int err);
 
   /// Frees the slot at `loc` (payload `cap` bytes; `prev_free`: the record
   /// before it is free). Merges it with the free records on either side in
@@ -1593,3 +964,11 @@ class alignas(64) Shard {
 };
 
 }  // namespace offheap::detail
+
+// The shard's other concerns, defined out of the class in headers of their
+// own (each includes this one): whoever includes the shard gets them all.
+#include <offheap/detail/durability.hpp>
+#include <offheap/detail/integrity.hpp>
+#include <offheap/detail/recovery.hpp>
+#include <offheap/detail/state_file.hpp>
+#include <offheap/detail/verify.hpp>

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shard::verify(): the writer's invariants checked record by record, for
+// tests and debugging (OffHeapStore::verify()). O(journal), under the
+// writer lock. Every length read from a record is bounds-checked before it
+// is followed, so a damaged store is reported, never crashed on.
+#pragma once
+
+#include <offheap/detail/shard.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace offheap::detail {
+
+template <class P>
+std::string Shard<P>::verify() const {
+  std::lock_guard<Lock> guard(lock_);
+  if (!normalized_) return verify_index();
+  std::uint64_t free_records = 0, free_bytes = 0, live = 0, live_bytes = 0, pending_found = 0;
+  // Records waiting for syncs (periodic): old live records and dead markers.
+  std::vector<std::uint64_t> pending;
+  for (std::uint64_t i = 0; i < deferred_.size(); ++i) pending.push_back(deferred_[i].raw());
+  for (std::uint64_t i = 0; i < dead_.size(); ++i) pending.push_back(dead_[i].raw());
+  std::sort(pending.begin(), pending.end());
+  auto is_pending = [&](Location l) {
+    return std::binary_search(pending.begin(), pending.end(), l.raw());
+  };
+  for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
+    bool prev_is_free = false;
+    std::uint64_t prev_cap = 0;
+    for (Location loc = Location::make(c, 0);;) {
+      const std::byte* rec = journal_.record_after(loc, 0);
+      if (rec == nullptr || record::read_stamp(rec) == 0) break;
+      const record::Meta m = record::read_meta(rec);
+      const std::string where = "chunk " + std::to_string(c) + " offset " +
+                                std::to_string(loc.offset()) + ": ";
+      if (m.state() == record::State::none) return where + "no record";
+      if (m.prev_free() != prev_is_free) return where + "prev-free bit is wrong";
+      if (prev_is_free &&
+          record::capacity_from_footer(load_relaxed(word_at(rec - 8))) != prev_cap) {
+        return where + "the footer before it is wrong";
+      }
+      if (m.state() == record::State::free) {
+        ++free_records;
+        free_bytes += m.capacity();
+      } else if (m.state() == record::State::dead ||
+                 (m.state() == record::State::live && is_pending(loc))) {
+        if (!is_pending(loc)) return where + "dead record not waiting to be freed";
+        ++pending_found;
+      } else {
+        ++live;
+        live_bytes += record::kHeaderBytes + m.capacity();
+        const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes),
+                                   m.key_len);
+        const Index::Found f = find_for_write(key, hash_(key));
+        if (!f.found || index_.location(f.slot) != loc) return where + "live record not indexed";
+      }
+      prev_is_free = m.state() == record::State::free;
+      prev_cap = m.capacity();
+      const std::uint64_t next = loc.offset() + record::kHeaderBytes + m.capacity();
+      if (next > journal_.chunk_size(c)) return where + "record runs past its chunk";
+      loc = Location::make(c, next);
+    }
+  }
+  if (free_records != free_.total_records() || free_bytes != free_.total_bytes()) {
+    return "free records in the journal (" + std::to_string(free_records) + ", " +
+           std::to_string(free_bytes) + " bytes) differ from the free lists (" +
+           std::to_string(free_.total_records()) + ", " + std::to_string(free_.total_bytes()) +
+           " bytes)";
+  }
+  if (pending_found != pending.size()) {
+    return "records waiting to be freed in the journal (" + std::to_string(pending_found) +
+           ") differ from the deferred lists (" + std::to_string(pending.size()) + ")";
+  }
+  if (live != index_.size() || live != size() || live_bytes != live_bytes_) {
+    return "live records in the journal (" + std::to_string(live) + ", " +
+           std::to_string(live_bytes) + " bytes) differ from the index (" +
+           std::to_string(index_.size()) + ") or the counters (" + std::to_string(size()) +
+           ", " + std::to_string(live_bytes_) + " bytes)";
+  }
+  return {};
+}
+
+/// verify() after a read-only recovery, which leaves the free space as it
+/// found it: every indexed record is live, whole, intact and found by its
+/// key, and they add up to the counters.
+template <class P>
+std::string Shard<P>::verify_index() const {
+  const IndexTable* t = index_.table();
+  std::uint64_t live = 0, live_bytes = 0;
+  for (std::uint64_t slot = 0; slot < t->capacity; ++slot) {
+    if (ctrl::byte_of(t->ctrl_words()[slot / 8], slot % 8) < 0x80) continue;
+    const Location loc = Location::from_raw(t->locations()[slot]);
+    const std::string where = "chunk " + std::to_string(loc.chunk()) + " offset " +
+                              std::to_string(loc.offset()) + ": ";
+    std::uint64_t avail = 0;
+    const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+    if (rec == nullptr) return where + "indexed location outside the chunks";
+    const record::Meta m = record::read_meta(rec);
+    if (m.state() != record::State::live || record::kHeaderBytes + m.capacity() > avail) {
+      return where + "indexed record not live or not whole";
+    }
+    if (durable_ && record::checksum_in_place(crc_seed_, rec, loc, load_relaxed(word_at(rec)),
+                                              m.encode()) != record::stored_checksum(rec)) {
+      return where + "indexed record fails its checksum";
+    }
+    const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+    const Index::Found f = find_for_write(key, hash_(key));
+    if (!f.found || f.slot != slot) return where + "indexed record not found by its key";
+    ++live;
+    live_bytes += record::kHeaderBytes + m.capacity();
+  }
+  if (live != size() || live_bytes != live_bytes_) return "indexed records differ from the counters";
+  return {};
+}
+
+}  // namespace offheap::detail

@@ -63,7 +63,10 @@ struct Harness {
   Location add(std::uint64_t h) {
     const Location loc = Location::make(0, 8 * next++);
     if (index.needs_room()) {
-      IndexTable::destroy(index.grow([&](Location l) { return hash_of.at(l.raw()); }));
+      IndexTable::destroy(index.grow([&](Location l, std::uint64_t& h) {
+        h = hash_of.at(l.raw());
+        return true;
+      }));
     }
     const Index::Found f = find(h, loc);
     REQUIRE_FALSE(f.found);

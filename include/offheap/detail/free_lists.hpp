@@ -23,7 +23,12 @@
 //
 // Each free record's first two payload words link to the next and previous
 // records of its class (record::write_free). Only writers touch free lists;
-// readers never do.
+// readers never do. In a file-backed store reopened from its state files the
+// free records were never read, so every record a list leads to is checked
+// (sound(): free, of the class, inside its chunk, its footer; links that
+// lead back) before it is followed or written to; a list that fails is
+// dropped, counted, never written through.
+
 #pragma once
 
 #include <offheap/detail/journal.hpp>
@@ -31,7 +36,9 @@
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/record.hpp>
 
+#include <atomic>
 #include <bit>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -66,12 +73,46 @@ class FreeLists {
   FreeLists& operator=(const FreeLists&) = delete;
   ~FreeLists() { unmap(table_, round_up(kTableBytes, page_size())); }
 
-  /// Turns the slot at `loc` into a free record of `capacity` payload bytes
-  /// stamped `stamp` (its prev-free bit given), and pushes it on its class.
+  /// Whether `capacity` can be a free record's: whole words, at least the
+  /// two links, within the 32-bit field.
+  static constexpr bool valid_capacity(std::uint64_t capacity) noexcept {
+    return capacity >= record::kMinPayload && capacity % 8 == 0 &&
+           capacity <= record::kMaxFreeCapacity;
+  }
+
+  /// Whether `loc` holds what a list of class `c` may hold: inside the
+  /// journal, a free record whose capacity is of class c and fits its chunk,
+  /// and (above 16 bytes) the footer that repeats it. Everything a list
+  /// leads to is checked so before it is followed or written to: in a store
+  /// reopened from its state files, the free records were never read, and
+  /// a damaged file may hold anything there.
+  bool sound(Location loc, unsigned c) const noexcept {
+    if (loc.is_none() || loc.chunk() >= journal_.chunks()) return false;
+    const std::uint64_t size = journal_.chunk_size(loc.chunk());
+    if (loc.offset() > size || size - loc.offset() < record::kMinRecord) return false;
+    const std::byte* rec = journal_.at(loc);
+    const record::Meta m = record::read_meta(rec);
+    const std::uint64_t cap = m.value_len;
+    if (m.state() != record::State::free || m.key_len != 0 || !valid_capacity(cap) ||
+        class_of(cap) != c || size - loc.offset() - record::kHeaderBytes < cap) {
+      return false;
+    }
+    return cap == record::kMinPayload ||
+           load_relaxed(record::payload_words(rec) + cap / 8 - 1) == (cap << 1 | 1);
+  }
+
+  /// Turns the slot at `loc` into a free record of `capacity` (a valid
+  /// capacity) payload bytes stamped `stamp` (its prev-free bit given), and
+  /// pushes it on its class.
   void push(std::byte* rec, Location loc, std::uint64_t capacity, std::uint64_t stamp,
             bool prev_free) noexcept {
+    assert(valid_capacity(capacity));
     const unsigned c = class_of(capacity);
-    const Location head = Location::from_raw(heads()[c]);
+    Location head = Location::from_raw(heads()[c]);
+    if (!head.is_none() && !(sound(head, c) && record::free_prev(journal_.at(head)).is_none())) {
+      drop_class(c);  // a damaged list: forgotten, never written through
+      head = Location::none();
+    }
     record::write_free(rec, stamp, capacity, head, Location::none(), prev_free);
     if (!head.is_none()) record::set_free_prev(journal_.at(head), loc);
     heads()[c] = loc.raw();
@@ -82,14 +123,26 @@ class FreeLists {
     total_bytes_ += capacity;
   }
 
-  /// Takes the free record `rec` (of `capacity`) off its list.
-  void unlink(const std::byte* rec, std::uint64_t capacity) noexcept {
+  /// Takes the free record at `loc`, of `capacity` (the caller has checked
+  /// sound(loc, class_of(capacity))), off its list. Returns false, with
+  /// nothing written and the class's list dropped (counted), if the links
+  /// are not those of a sound doubly linked list: a neighbour that is not a
+  /// free record of the class, or does not link back, or a record without
+  /// a predecessor that is not the head.
+  bool unlink(Location loc, std::uint64_t capacity) noexcept {
     const unsigned c = class_of(capacity);
-    // Links outside the journal exist only in a damaged file: cut there.
-    Location next = record::free_next(rec);
-    Location prev = record::free_prev(rec);
-    if (!next.is_none() && !inside(next)) next = Location::none();
-    if (!prev.is_none() && !inside(prev)) prev = Location::none();
+    std::byte* rec = journal_.at(loc);
+    const Location next = record::free_next(rec);
+    const Location prev = record::free_prev(rec);
+    const bool next_ok = next.is_none() || (next != loc && sound(next, c) &&
+                                            record::free_prev(journal_.at(next)) == loc);
+    const bool prev_ok = prev.is_none() ? heads()[c] == loc.raw()
+                                        : prev != loc && sound(prev, c) &&
+                                              record::free_next(journal_.at(prev)) == loc;
+    if (!next_ok || !prev_ok || records()[c] == 0) {
+      drop_class(c);
+      return false;
+    }
     if (prev.is_none()) {
       heads()[c] = next.raw();
     } else {
@@ -97,10 +150,14 @@ class FreeLists {
     }
     if (!next.is_none()) record::set_free_prev(journal_.at(next), prev);
     records()[c] -= 1;
-    if (c >= kExactClasses) big_bytes()[c - kExactClasses] -= capacity;
+    if (c >= kExactClasses) {
+      std::uint64_t& b = big_bytes()[c - kExactClasses];
+      b -= capacity <= b ? capacity : b;
+    }
     if (records()[c] == 0) nonempty()[c / 64] &= ~(std::uint64_t{1} << (c % 64));
-    --total_records_;
-    total_bytes_ -= capacity;
+    total_records_ -= total_records_ != 0 ? 1 : 0;
+    total_bytes_ -= capacity <= total_bytes_ ? capacity : total_bytes_;
+    return true;
   }
 
   struct Taken {
@@ -116,20 +173,14 @@ class FreeLists {
     Taken t;
     for (unsigned c = next_nonempty(class_of(need)); c < kClasses; c = next_nonempty(c + 1)) {
       const Location head = Location::from_raw(heads()[c]);
-      if (!inside(head)) {
+      if (!sound(head, c) || !record::free_prev(journal_.at(head)).is_none()) {
         drop_class(c);  // a damaged file's list: forgotten (its space with it)
         continue;
       }
       std::byte* rec = journal_.at(head);
-      const record::Meta m = record::read_meta(rec);
-      const std::uint64_t cap = m.capacity();
-      if (m.state() != record::State::free || class_of(cap) != c ||
-          head.offset() + record::kHeaderBytes + cap > journal_.chunk_size(head.chunk())) {
-        drop_class(c);
-        continue;
-      }
+      const std::uint64_t cap = record::read_meta(rec).value_len;
       if (cap < need) continue;  // only in a power-of-two class
-      unlink(rec, cap);
+      if (!unlink(head, cap)) continue;
       t.loc = head;
       t.rec = rec;
       t.capacity = cap;
@@ -182,6 +233,8 @@ class FreeLists {
     return true;
   }
 
+  /// Lists found damaged and dropped (free records a file said were there).
+  std::uint64_t damaged() const noexcept { return damaged_.load(std::memory_order_relaxed); }
   std::uint64_t total_records() const noexcept { return total_records_; }
   std::uint64_t total_bytes() const noexcept { return total_bytes_; }
   std::uint64_t mapped_bytes() const noexcept { return round_up(kTableBytes, page_size()); }
@@ -198,13 +251,11 @@ class FreeLists {
     return reinterpret_cast<std::uint32_t*>(table_ + kClasses + kBitmapWords + kBigClasses);
   }
 
-  /// Whether a record of kMinRecord bytes at `loc` lies inside the journal.
-  bool inside(Location loc) const noexcept {
-    return loc.chunk() < journal_.chunks() &&
-           loc.offset() + record::kMinRecord <= journal_.chunk_size(loc.chunk());
-  }
-  /// Forgets class c's list (only ever for a damaged file's).
+  /// Forgets class c's list (only ever for a damaged file's): its records
+  /// stay free in the journal, unused until the store is rebuilt (a store
+  /// that met damage is not saved clean: its next open recovers).
   void drop_class(unsigned c) noexcept {
+    damaged_.fetch_add(1, std::memory_order_relaxed);
     const std::uint64_t bytes = class_bytes(c);
     total_records_ -= records()[c] <= total_records_ ? records()[c] : total_records_;
     total_bytes_ -= bytes <= total_bytes_ ? bytes : total_bytes_;
@@ -228,6 +279,7 @@ class FreeLists {
   std::uint64_t* table_ = nullptr;
   std::uint64_t total_records_ = 0;
   std::uint64_t total_bytes_ = 0;
+  std::atomic<std::uint64_t> damaged_{0};  // read by stats() without the lock
 };
 
 }  // namespace offheap::detail

@@ -243,8 +243,9 @@ class Index {
 
   /// Rebuilds the table so that one more entry fits: twice the capacity when
   /// live entries pass half the limit, else the same capacity without
-  /// tombstones. `hash_of(Location)` recomputes an entry's hash from its
-  /// record. Publishes the new table and returns the old one, which the
+  /// tombstones. `hash_of(Location, std::uint64_t& hash)` recomputes an
+  /// entry's hash from its record, or returns false to leave the entry out
+  /// (a record a damaged file made unreadable). Publishes the new table and returns the old one, which the
   /// caller frees once no reader can hold it. Throws Error(out_of_space) if
   /// the new table cannot be mapped; the index is unchanged then.
   template <class HashOf>
@@ -253,14 +254,19 @@ class Index {
     std::uint64_t cap = old->capacity;
     if (full_ + 1 > limit_of(cap) / 2) cap *= 2;
     IndexTable* t = IndexTable::create(cap, name_);
+    std::uint64_t kept = 0;
     for (std::uint64_t g = 0; g < old->groups(); ++g) {
       const std::uint64_t w = old->ctrl_words()[g];
       for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
         const std::uint64_t slot = g * 8 + ctrl::first(m);
         const Location loc = Location::from_raw(old->locations()[slot]);
-        place(t, hash_of(loc), loc);
+        std::uint64_t h = 0;
+        if (!hash_of(loc, h)) continue;  // a damaged record: left out
+        place(t, h, loc);
+        ++kept;
       }
     }
+    full_ = kept;
     tombstones_ = 0;
     publish(t);
     // After the publish: a reader that sees this generation sees the new table.
@@ -318,6 +324,24 @@ class Index {
     publish(t);
     full_ = full;
     tombstones_ = tombstones;
+  }
+
+  /// Whether the control bytes of `t` (a table read from a file) are each
+  /// empty, tombstone or full, and count `full` full slots and `tombstones`
+  /// tombstones: with counts under the load limit, every probe then meets
+  /// an empty slot and ends.
+  static bool control_bytes_sound(const IndexTable* t, std::uint64_t full,
+                                  std::uint64_t tombstones) noexcept {
+    std::uint64_t f = 0, d = 0;
+    for (std::uint64_t g = 0; g < t->groups(); ++g) {
+      const std::uint64_t w = t->ctrl_words()[g];
+      const std::uint64_t full_bits = w & ctrl::kHighs;
+      const std::uint64_t not_full = ~(full_bits >> 7) & ctrl::kLows;  // low bit of each other byte
+      if ((w & 0x7E7E7E7E7E7E7E7Eull & (not_full * 0x7E)) != 0) return false;  // 0x02-0x7F
+      f += static_cast<std::uint64_t>(std::popcount(full_bits));
+      d += static_cast<std::uint64_t>(std::popcount(w & not_full));
+    }
+    return f == full && d == tombstones && full + tombstones < t->capacity;
   }
 
   /// Starts an empty index over with room for `entries` (recovery, before

@@ -41,7 +41,10 @@ class Location {
   constexpr std::uint32_t chunk() const noexcept {
     return static_cast<std::uint32_t>(raw_ >> kOffsetBits);
   }
-  constexpr std::uint64_t offset() const noexcept { return raw_ & kOffsetMask; }
+  /// Always a multiple of 8: the low three bits of a raw word (zero in any
+  /// location this library makes) are ignored, so a word read from a
+  /// damaged file can lead only to an aligned word.
+  constexpr std::uint64_t offset() const noexcept { return raw_ & kMaxOffset; }
   constexpr std::uint64_t raw() const noexcept { return raw_; }
   constexpr bool is_none() const noexcept { return raw_ == ~std::uint64_t{0}; }
 

@@ -355,7 +355,11 @@ class alignas(64) Shard {
 
   const Journal& journal() const noexcept { return journal_; }
   Journal& journal() noexcept { return journal_; }
-  std::uint64_t corrupt_records() const noexcept { return corrupt_.load(std::memory_order_relaxed); }
+  /// Damaged records and free lists met (recovery, reads, writes): a store
+  /// that met any is not saved clean, so that its next open rebuilds.
+  std::uint64_t corrupt_records() const noexcept {
+    return corrupt_.load(std::memory_order_relaxed) + free_.damaged();
+  }
 
   // ---- file-backed shards -----------------------------------------------------
 
@@ -463,6 +467,7 @@ class alignas(64) Shard {
                                  const std::uint64_t* slots, std::uint64_t slot_words) noexcept;
   // verify.hpp
   std::string verify_index() const;
+  bool finds(std::string_view key, Location loc) const;
   // recovery.hpp
   struct PendingAdopt {  // a record waiting in an indexing batch
     Location loc;
@@ -828,35 +833,39 @@ class alignas(64) Shard {
     record::write_free(rec, next_stamp(), cap, Location::none(), Location::none(), prev_free);
     bool merged = false;
     if (prev_free && loc.offset() >= record::kMinRecord) {
+      // The footer says where the free record before starts; in a file it
+      // may say anything, so it is followed only to a sound free record on
+      // its list (else no merge: always so but in a damaged file).
       const std::uint64_t pcap = record::capacity_from_footer(load_relaxed(word_at(rec - 8)));
-      const record::Meta pm = pcap + kHeader <= loc.offset()
-                                  ? record::read_meta(rec - kHeader - pcap)
-                                  : record::Meta{};
-      // Always so but in a damaged file: then no merge.
-      const bool sound = pm.state() == record::State::free && pm.capacity() == pcap;
-      assert(sound || durable_);
-      if (sound && pcap + kHeader + cap <= record::kMaxFreeCapacity) {
+      if (FreeLists::valid_capacity(pcap) && pcap + kHeader <= loc.offset() &&
+          pcap + kHeader + cap <= record::kMaxFreeCapacity) {
         const Location ploc = Location::make(loc.chunk(), loc.offset() - kHeader - pcap);
-        std::byte* prec = journal_.at(ploc);
-        merged = true;
-        free_.unlink(prec, pcap);
-        prev_free = pm.prev_free();
-        loc = ploc;
-        rec = prec;
-        cap += kHeader + pcap;
+        const bool sound = free_.sound(ploc, FreeLists::class_of(pcap));
+        assert(sound || durable_);
+        if (sound && free_.unlink(ploc, pcap)) {
+          std::byte* prec = journal_.at(ploc);
+          merged = true;
+          prev_free = record::read_meta(prec).prev_free();
+          loc = ploc;
+          rec = prec;
+          cap += kHeader + pcap;
+        }
       }
     }
     for (;;) {
       std::byte* next = journal_.record_after(loc, kHeader + cap);
       if (next == nullptr) break;
       const record::Meta m = record::read_meta(next);
-      if (m.state() != record::State::free || cap + kHeader + m.capacity() > record::kMaxFreeCapacity ||
-          loc.offset() + 2 * kHeader + cap + m.capacity() > journal_.chunk_size(loc.chunk())) {
+      if (m.state() != record::State::free) break;
+      const std::uint64_t ncap = m.value_len;
+      if (!FreeLists::valid_capacity(ncap) || cap + kHeader + ncap > record::kMaxFreeCapacity) break;
+      const Location nloc = Location::make(loc.chunk(), loc.offset() + kHeader + cap);
+      if (!free_.sound(nloc, FreeLists::class_of(ncap)) || !free_.unlink(nloc, ncap)) {
+        assert(durable_);
         break;
       }
       merged = true;
-      free_.unlink(next, m.capacity());
-      cap += kHeader + m.capacity();
+      cap += kHeader + ncap;
     }
     // Record starts inside the merged record are gone: its space may now be
     // reused for values shaped like headers, at locations readers may hold.
@@ -870,13 +879,27 @@ class alignas(64) Shard {
     if (std::byte* next = journal_.record_after(loc, kHeader + cap)) record::set_prev_free(next, true);
   }
 
+  /// Grows (or rebuilds) the index; every entry's key is read from its
+  /// record, inside its chunk: an entry whose record a damaged file made
+  /// unreadable is left out, counted.
   void grow_index() {
-    retire(index_.grow([this](Location loc) {
-      const std::byte* rec = journal_.at(loc);
-      const record::Meta m = record::read_meta(rec);
-      return hash_(std::string_view(reinterpret_cast<const char*>(rec + record::kHeaderBytes),
-                                    m.key_len));
+    retire(index_.grow([this](Location loc, std::uint64_t& h) {
+      std::uint64_t avail = 0;
+      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+      const record::Meta m = rec != nullptr ? record::read_meta(rec) : record::Meta{};
+      // (Recovery indexes dead markers too, until it has seen every record.)
+      if (rec == nullptr ||
+          (m.state() != record::State::live && m.state() != record::State::dead) ||
+          record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) > avail) {
+        assert(durable_);
+        corrupt_.fetch_add(1, std::memory_order_relaxed);
+        records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        return false;
+      }
+      h = hash_(std::string_view(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len));
+      return true;
     }));
+    if (durable_) journal_.set_records_hint(size());
   }
 
   /// Hands an index table that growth replaced to the epoch domain: it is

@@ -112,10 +112,12 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
       cap > (std::uint64_t{1} << 40) || !std::has_single_bit(cap) ||
       h.index_full + h.index_tombstones > Index::limit_of(cap) ||
       h.free_table_offset < sizeof h || h.free_table_offset % page != 0 ||
-      h.free_table_bytes != FreeLists::table_size() ||
-      h.index_offset < h.free_table_offset + h.free_table_bytes || h.index_offset % page != 0 ||
-      h.index_bytes != round_up(sizeof(IndexTable) + cap * 9, page) ||
-      size < h.index_offset + h.index_bytes) {
+      h.free_table_bytes != FreeLists::table_size() || h.free_table_offset > size ||
+      h.index_offset < h.free_table_offset || h.index_offset - h.free_table_offset < h.free_table_bytes ||
+      h.index_offset % page != 0 || h.index_bytes != round_up(sizeof(IndexTable) + cap * 9, page) ||
+      h.index_offset > size || size - h.index_offset < h.index_bytes) {
+    // (Each bound compared without a sum that could wrap: the header's
+    // checksum proves it unbroken, not well made.)
     why = path + " does not match the store's chunks or is damaged";
     return false;
   }
@@ -135,6 +137,16 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
     why = path + " fails its checksum";
     return false;
   }
+  // Every probe ends at a group with an empty slot: the control bytes must
+  // be what a table can hold, with the counts the header gives (which
+  // leave empty slots).
+  if (!Index::control_bytes_sound(t, h.index_full, h.index_tombstones)) {
+    unmap(map, h.index_bytes);
+    why = path + " holds an index whose control bytes disagree with its counts";
+    return false;
+  }
+  t->next_retired = nullptr;
+  t->retire_epoch = 0;
   const std::uint64_t old_records = free_.total_records(), old_bytes = free_.total_bytes();
   std::vector<std::uint64_t> old_table(table.size());
   std::memcpy(old_table.data(), free_.table_bytes(), h.free_table_bytes);

@@ -38,6 +38,11 @@ std::string Shard<P>::verify() const {
       const std::string where = "chunk " + std::to_string(c) + " offset " +
                                 std::to_string(loc.offset()) + ": ";
       if (m.state() == record::State::none) return where + "no record";
+      if (m.state() == record::State::free && !FreeLists::valid_capacity(m.capacity())) {
+        return where + "free record of an impossible capacity";
+      }
+      const std::uint64_t next = loc.offset() + record::kHeaderBytes + m.capacity();
+      if (next > journal_.chunk_size(c)) return where + "record runs past its chunk";
       if (m.prev_free() != prev_is_free) return where + "prev-free bit is wrong";
       if (prev_is_free &&
           record::capacity_from_footer(load_relaxed(word_at(rec - 8))) != prev_cap) {
@@ -55,13 +60,10 @@ std::string Shard<P>::verify() const {
         live_bytes += record::kHeaderBytes + m.capacity();
         const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes),
                                    m.key_len);
-        const Index::Found f = find_for_write(key, hash_(key));
-        if (!f.found || index_.location(f.slot) != loc) return where + "live record not indexed";
+        if (!finds(key, loc)) return where + "live record not indexed";
       }
       prev_is_free = m.state() == record::State::free;
       prev_cap = m.capacity();
-      const std::uint64_t next = loc.offset() + record::kHeaderBytes + m.capacity();
-      if (next > journal_.chunk_size(c)) return where + "record runs past its chunk";
       loc = Location::make(c, next);
     }
   }
@@ -108,13 +110,29 @@ std::string Shard<P>::verify_index() const {
       return where + "indexed record fails its checksum";
     }
     const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-    const Index::Found f = find_for_write(key, hash_(key));
-    if (!f.found || f.slot != slot) return where + "indexed record not found by its key";
+    if (!finds(key, loc)) return where + "indexed record not found by its key";
     ++live;
     live_bytes += record::kHeaderBytes + m.capacity();
   }
   if (live != size() || live_bytes != live_bytes_) return "indexed records differ from the counters";
   return {};
+}
+
+/// Whether a lookup of `key` through the index leads to `loc`; every
+/// candidate record is bounds-checked before its key is compared (verify()
+/// also runs on damaged stores).
+template <class P>
+bool Shard<P>::finds(std::string_view key, Location loc) const {
+  const Index::Found f = index_.find(hash_(key), [&](Location l) {
+    std::uint64_t avail = 0;
+    const std::byte* r = journal_.resolve(l, record::kMinRecord, avail);
+    if (r == nullptr) return false;
+    const record::Meta m = record::read_meta(r);
+    return m.key_len == key.size() && record::kHeaderBytes + key.size() <= avail &&
+           equal_bytes(reinterpret_cast<const char*>(r + record::kHeaderBytes), key.data(),
+                       key.size());
+  });
+  return f.found && index_.location(f.slot) == loc;
 }
 
 }  // namespace offheap::detail

@@ -35,6 +35,12 @@
 //   OFFHEAP_TEST_TMPDIR        where the copies go (default /dev/shm, else /tmp)
 #include <offheap/offheap.hpp>
 
+#include "support/bytes.hpp"
+#include "support/env.hpp"
+#include "support/file_io.hpp"
+#include "support/scratch_dir.hpp"
+#include "support/store_dir.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -71,48 +77,24 @@ namespace fs = std::filesystem;
 using offheap::Errc;
 using offheap::Options;
 using offheap::Store;
+using offheap_test::bytes_of;
+using offheap_test::copy_dir;
+using offheap_test::env;
+using offheap_test::env_u64;
+using offheap_test::files_of;
+using offheap_test::flip_byte;
+using offheap_test::hex_prefix;
+using offheap_test::printable;
+using offheap_test::read_u64;
+using offheap_test::ScratchDir;
+using offheap_test::truncate_to;
+using offheap_test::write_bytes;
+using offheap_test::zero_range;
 
 struct Pod {
   std::uint64_t a;
   std::uint32_t b, c;
 };
-
-template <class T>
-std::string bytes_of(const T& v) {
-  const auto a = std::bit_cast<std::array<char, sizeof(T)>>(v);
-  return std::string(a.data(), a.size());
-}
-
-std::string hex_prefix(std::string_view s, std::size_t n = 24) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < n; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  if (s.size() > n) out += "...";
-  return out;
-}
-
-std::string printable(std::string_view s, std::size_t n = 40) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < n; ++i) {
-    out += s[i] >= 32 && s[i] < 127 ? s[i] : '.';
-  }
-  if (s.size() > n) out += "...(" + std::to_string(s.size()) + " bytes)";
-  return out;
-}
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : nullptr;
-}
-
-std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
-  const char* v = env(name);
-  return v != nullptr ? std::strtoull(v, nullptr, 0) : fallback;
-}
 
 /// The damage seed: fixed unless OFFHEAP_DAMAGE_SEED says otherwise.
 std::uint64_t damage_seed(std::uint64_t fallback) {
@@ -124,36 +106,6 @@ std::uint64_t damage_seed(std::uint64_t fallback) {
   }
   return std::strtoull(v, nullptr, 0);
 }
-
-/// A scratch directory for the damaged copies, removed with its contents:
-/// under OFFHEAP_TEST_TMPDIR if set, else in /dev/shm where there is one
-/// (each writable open and clean close syncs files: free in memory, slow on
-/// a disk), else /tmp.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string base = "/tmp";
-    if (const char* b = env("OFFHEAP_TEST_TMPDIR")) {
-      base = b;
-    } else if (::access("/dev/shm", W_OK) == 0) {
-      base = "/dev/shm";
-    }
-    std::string tmpl = base + "/offheap-damage-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed in " + base);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const noexcept { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 // ---- keys, values, history ------------------------------------------------------
 
@@ -260,26 +212,6 @@ Options store_options(const fs::path& dir, bool read_only = false) {
   return o;
 }
 
-void copy_dir(const fs::path& from, const fs::path& to) {
-  fs::remove_all(to);
-  fs::create_directory(to);
-  for (const fs::directory_entry& e : fs::directory_iterator(from)) {
-    fs::copy_file(e.path(), to / e.path().filename());
-  }
-}
-
-std::vector<std::string> files_of(const fs::path& dir, std::string_view suffix) {
-  std::vector<std::string> out;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    const std::string n = e.path().filename().string();
-    if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      out.push_back(n);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 struct Variant {
   const char* name;
   fs::path dir;
@@ -355,43 +287,6 @@ const char* region_name(Region r) {
   return "?";
 }
 
-
-std::uint64_t read_u64(const fs::path& p, std::uint64_t off) {
-  std::uint64_t w = 0;
-  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    if (::pread(fd, &w, 8, static_cast<off_t>(off)) != 8) w = 0;
-    ::close(fd);
-  }
-  return w;
-}
-
-/// XORs `mask` into the byte at `off`.
-void flip_byte(const fs::path& p, std::uint64_t off, unsigned char mask) {
-  const int fd = ::open(p.c_str(), O_RDWR | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  unsigned char b = 0;
-  REQUIRE(::pread(fd, &b, 1, static_cast<off_t>(off)) == 1);
-  b = static_cast<unsigned char>(b ^ mask);
-  REQUIRE(::pwrite(fd, &b, 1, static_cast<off_t>(off)) == 1);
-  ::close(fd);
-}
-
-void write_bytes(const fs::path& p, std::uint64_t off, const void* data, std::size_t n) {
-  const int fd = ::open(p.c_str(), O_RDWR | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  REQUIRE(::pwrite(fd, data, n, static_cast<off_t>(off)) == static_cast<ssize_t>(n));
-  ::close(fd);
-}
-
-void zero_range(const fs::path& p, std::uint64_t off, std::uint64_t n) {
-  const std::vector<char> zeros(n, 0);
-  write_bytes(p, off, zeros.data(), zeros.size());
-}
-
-void truncate_to(const fs::path& p, std::uint64_t size) {
-  REQUIRE(::truncate(p.c_str(), static_cast<off_t>(size)) == 0);
-}
 
 /// Picks and applies one damage in `dir`; returns its description.
 std::string damage_once(const fs::path& dir, bool has_state, std::mt19937_64& rng) {

@@ -19,13 +19,17 @@
 // report or a hang (libFuzzer's -timeout) is a finding.
 //
 // Build (clang): clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined
-//   -fno-sanitize-recover=undefined -Iinclude tests/fuzz/open_fuzz.cpp
+//   -fno-sanitize-recover=undefined -Iinclude -Itests tests/fuzz/open_fuzz.cpp
 // Run: tests/fuzz/run_fuzz.sh [build dir] [seconds]
 // Replay a finding: <binary> <crash file>
 // The scratch directory is under $OFFHEAP_FUZZ_TMPDIR, else /dev/shm (fsync
 // is cheap there), else /tmp. OFFHEAP_FUZZ_STRICT_WRITES=1 also makes a put
 // that returned but does not read back a finding (beyond the guarantee).
 #include <offheap/offheap.hpp>
+
+#include "support/bytes.hpp"
+#include "support/scratch_dir.hpp"
+#include "support/store_dir.hpp"
 
 #include <algorithm>
 #include <array>
@@ -46,30 +50,27 @@
 #include <unordered_set>
 #include <vector>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
 
+using offheap_test::bytes_of;
+using offheap_test::capture_dir;
+using offheap_test::clear_dir;
+using offheap_test::File;
+using offheap_test::write_file;
+
+/// Keys and values in findings: the first 48 bytes.
+std::string printable(std::string_view s) { return offheap_test::printable(s, 48); }
+
 struct Pod {
   std::uint64_t a;
   std::uint32_t b, c;
 };
 
-template <class T>
-std::string bytes_of(const T& v) {
-  const auto a = std::bit_cast<std::array<char, sizeof(T)>>(v);
-  return std::string(a.data(), a.size());
-}
-
 enum class Kind : std::uint8_t { bytes, u64, pod };
-
-struct File {
-  std::string name;
-  std::string bytes;
-};
 
 struct Variant {
   std::string label;
@@ -96,74 +97,11 @@ std::unordered_map<std::string, std::unordered_set<std::string>> written_now;
   __builtin_trap();
 }
 
-std::string printable(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < 48; ++i) out += s[i] >= 32 && s[i] < 127 ? s[i] : '.';
-  if (s.size() > 48) out += "...(" + std::to_string(s.size()) + " bytes)";
-  return out;
-}
-
 bool allowed(const std::string& key, std::string_view value) {
   const auto it = world->history.find(key);
   if (it != world->history.end() && it->second.count(std::string(value)) != 0) return true;
   const auto now = written_now.find(key);
   return now != written_now.end() && now->second.count(std::string(value)) != 0;
-}
-
-// ---- files ----------------------------------------------------------------------------
-
-void clear_dir(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> names;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  for (const std::string& n : names) ::unlink((dir + "/" + n).c_str());
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    std::perror("open_fuzz: creating a scratch file");
-    std::abort();
-  }
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w <= 0) {
-      std::perror("open_fuzz: writing a scratch file");
-      std::abort();
-    }
-    done += static_cast<std::size_t>(w);
-  }
-  ::close(fd);
-}
-
-std::string read_file(const std::string& path) {
-  std::string out;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) std::abort();
-  char buf[65536];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
-  ::close(fd);
-  return out;
-}
-
-std::vector<File> capture(const std::string& dir) {
-  std::vector<File> files;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) std::abort();
-  while (const dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n == "." || n == "..") continue;
-    files.push_back({n, read_file(dir + "/" + n)});
-  }
-  ::closedir(d);
-  std::sort(files.begin(), files.end(), [](const File& a, const File& b) { return a.name < b.name; });
-  return files;
 }
 
 // ---- the pristine stores ---------------------------------------------------------------
@@ -229,7 +167,7 @@ void build(const std::string& dir, std::uint32_t shards, std::uint64_t seed) {
     offheap::Store s(o);
     workload(rng, s, 500, version);
   }
-  w.variants.push_back({"clean/" + std::to_string(shards), capture(dir)});
+  w.variants.push_back({"clean/" + std::to_string(shards), capture_dir(dir)});
   {
     offheap::Options o = options(dir, false);
     o.durability = offheap::Durability::on_close;
@@ -237,7 +175,7 @@ void build(const std::string& dir, std::uint32_t shards, std::uint64_t seed) {
     workload(rng, s, 250, version);
     // Captured while the store is open: what a crash leaves (the records
     // are in the shared mappings, no state files, meta not clean).
-    w.variants.push_back({"crashed/" + std::to_string(shards), capture(dir)});
+    w.variants.push_back({"crashed/" + std::to_string(shards), capture_dir(dir)});
   }
   clear_dir(dir);
 }
@@ -407,15 +345,7 @@ void open_and_check(bool read_only, bool writes = false, std::uint8_t salt = 0) 
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   world = new World;
-  const char* base = std::getenv("OFFHEAP_FUZZ_TMPDIR");
-  struct stat st {};
-  std::string root = base != nullptr ? base : ::stat("/dev/shm", &st) == 0 ? "/dev/shm" : "/tmp";
-  std::string tmpl = root + "/offheap-fuzz-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    std::perror("open_fuzz: mkdtemp");
-    std::abort();
-  }
-  const std::string top = tmpl;
+  const std::string top = offheap_test::make_scratch_dir("OFFHEAP_FUZZ_TMPDIR", "offheap-fuzz");
   world->scratch = top + "/store";
   for (int i = 0; i < 150; ++i) {
     world->keys.push_back("k" + std::to_string(i));

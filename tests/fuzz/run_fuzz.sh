@@ -29,7 +29,7 @@ binary="$build_dir/open_fuzz"
 echo "+ $CXX ... -fsanitize=fuzzer,address,undefined tests/fuzz/open_fuzz.cpp -o $binary"
 "$CXX" -std=c++20 -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Wall -Wextra -Iinclude tests/fuzz/open_fuzz.cpp -o "$binary"
+  -Wall -Wextra -Iinclude -Itests tests/fuzz/open_fuzz.cpp -o "$binary"
 
 # The target's scratch stores: in memory where possible (each open syncs),
 # removed at exit (a target that crashes cannot remove its own).

@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer target on the open and recovery path of file-backed
 # stores (tests/fuzz/open_fuzz.cpp) with clang, AddressSanitizer and UBSan,
-# and runs it for a bounded time from a fresh corpus.
+# and runs it for a bounded time from a fresh corpus, seeded with each
+# variant untouched and with the inputs in tests/fuzz/seeds/*.txt (targeted
+# patches at free records, inputs that found defects: a seed that fails
+# stops the run at once).
 #
 #   tests/fuzz/run_fuzz.sh [build dir] [seconds]      (defaults: build/fuzz, 60)
 #
@@ -51,6 +54,20 @@ fi
 trap "$cleanup" EXIT
 # Seeds: each variant untouched, without and with writes (the first byte).
 for v in 0 1 2 3 4 5 6 7; do printf "\\x0$v" >"$corpus/seed-$v"; done
+# And tests/fuzz/seeds/*.txt: targeted patches, and inputs that found
+# defects. One input a line: a name, then hex bytes (spaces ignored) or
+# base64:<data>; '#' starts a comment.
+for list in tests/fuzz/seeds/*.txt; do
+  while read -r name data; do
+    case "$name" in '' | '#'*) continue ;; esac
+    data=${data%%#*}
+    data=${data//[[:space:]]/}
+    case "$data" in
+      base64:*) printf '%s' "${data#base64:}" | base64 -d >"$corpus/$name" ;;
+      *) printf "$(printf '%s' "$data" | sed 's/../\\x&/g')" >"$corpus/$name" ;;
+    esac
+  done <"$list"
+done
 
 echo "+ $binary -max_total_time=$seconds -timeout=$timeout ... $corpus"
 status=0

@@ -1636,6 +1636,39 @@ TEST_CASE("damage: the reference stores reopen exactly while undamaged", "[files
       check_exact(s, ref.keys, v->history);
     }
   }
+  // support/chunk_walk.hpp reads the clean reference as the engine wrote it
+  // (the free-record test aims by it): every chunk walked to its end, the
+  // free and live records the store counts, footers and prev-free bits
+  // consistent.
+  const WalkedStore ws(ref.clean.dir);
+  std::uint64_t free_records = 0, free_bytes = 0, live = 0, bad_footers = 0, bad_prev_free = 0;
+  for (const WalkedStore::Chunk& c : ws.chunks) {
+    INFO(c.walk.name);
+    CHECK(c.walk.stopped.empty());
+    // (A chunk may end in fewer bytes than a record needs: left unused.)
+    CHECK(c.walk.end - (c.walk.records.empty() ? 0 : c.walk.records.back().end()) < cw::kMinRecord);
+    for (std::size_t i = 0; i < c.walk.records.size(); ++i) {
+      const cw::Record& r = c.walk.records[i];
+      bad_prev_free += r.prev_free() != (i > 0 && c.walk.records[i - 1].state() == cw::State::free);
+      if (r.state() == cw::State::free) {
+        ++free_records;
+        free_bytes += r.capacity;
+        if (r.capacity > 16) bad_footers += cw::footer(c.bytes, r) != cw::footer_for(r.capacity);
+      } else if (r.state() == cw::State::live) {
+        ++live;
+      }
+    }
+  }
+  const fs::path dir = scratch / "walked";
+  copy_dir(ref.clean.dir, dir);
+  Store s(store_options(dir, true));
+  const offheap::Stats st = s.stats();
+  CHECK(free_records == st.free_records);
+  CHECK(free_bytes == st.free_bytes);
+  CHECK(live == st.records);
+  CHECK(bad_footers == 0);
+  CHECK(bad_prev_free == 0);
+  CHECK(free_records >= 50);  // enough to aim at
 }
 
 TEST_CASE("damage: meta, chunk header and state damage is refused or stepped over",

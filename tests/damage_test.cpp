@@ -23,10 +23,25 @@
 // puts and removals), reads back, reads everything, closes cleanly and
 // reopens: what the writes stored must read back, before and after.
 //
+// The free-record test aims its damage instead: on copies of "clean" (whose
+// open maps the saved free lists and reads no record) it walks the chunk
+// files (support/chunk_walk.hpp) and damages one free record's capacity,
+// links or footer, or a live record's prev-free bit or key length, or forges
+// a free record at the end of a live one; its child then writes what reaches
+// the damage (the records beside it freed, its size class taken, every size,
+// index growth, removals and overwrites). Besides the write test's checks,
+// keys that read back whole right after the open and were not written since
+// must still read the same: no write may go through a damaged link or
+// length into a record it does not own.
+//
 // Environment (for reproducing and exploring):
 //   OFFHEAP_DAMAGE_SEED        the damage seed (decimal or 0x..), or "random"
 //   OFFHEAP_DAMAGE_ITERATIONS  iterations of the read test (default 300; the
 //                              write test runs half as many)
+//   OFFHEAP_DAMAGE_FREE_ITERATIONS  iterations of the free-record test
+//                              (default 32: each of its 16 damages twice)
+//   OFFHEAP_DAMAGE_KIND=<name> the free-record test runs that damage only
+//   OFFHEAP_DAMAGE_ONLY=<n>    the free-record test runs iteration n only
 //   OFFHEAP_DAMAGE_ALL=1       do not stop after the first few failures
 //   OFFHEAP_DAMAGE_KEEP=<dir>  keep a copy of each failing damaged directory
 //   OFFHEAP_DAMAGE_VERBOSE=1   print what the opens did (also on success)
@@ -34,6 +49,13 @@
 //                              children take well under 1 s, also with ASan)
 //   OFFHEAP_TEST_TMPDIR        where the copies go (default /dev/shm, else /tmp)
 #include <offheap/offheap.hpp>
+
+#include "support/bytes.hpp"
+#include "support/chunk_walk.hpp"
+#include "support/env.hpp"
+#include "support/file_io.hpp"
+#include "support/scratch_dir.hpp"
+#include "support/store_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -58,6 +80,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -71,48 +94,24 @@ namespace fs = std::filesystem;
 using offheap::Errc;
 using offheap::Options;
 using offheap::Store;
+using offheap_test::bytes_of;
+using offheap_test::copy_dir;
+using offheap_test::env;
+using offheap_test::env_u64;
+using offheap_test::files_of;
+using offheap_test::flip_byte;
+using offheap_test::hex_prefix;
+using offheap_test::printable;
+using offheap_test::read_u64;
+using offheap_test::ScratchDir;
+using offheap_test::truncate_to;
+using offheap_test::write_bytes;
+using offheap_test::zero_range;
 
 struct Pod {
   std::uint64_t a;
   std::uint32_t b, c;
 };
-
-template <class T>
-std::string bytes_of(const T& v) {
-  const auto a = std::bit_cast<std::array<char, sizeof(T)>>(v);
-  return std::string(a.data(), a.size());
-}
-
-std::string hex_prefix(std::string_view s, std::size_t n = 24) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < n; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  if (s.size() > n) out += "...";
-  return out;
-}
-
-std::string printable(std::string_view s, std::size_t n = 40) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < n; ++i) {
-    out += s[i] >= 32 && s[i] < 127 ? s[i] : '.';
-  }
-  if (s.size() > n) out += "...(" + std::to_string(s.size()) + " bytes)";
-  return out;
-}
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : nullptr;
-}
-
-std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
-  const char* v = env(name);
-  return v != nullptr ? std::strtoull(v, nullptr, 0) : fallback;
-}
 
 /// The damage seed: fixed unless OFFHEAP_DAMAGE_SEED says otherwise.
 std::uint64_t damage_seed(std::uint64_t fallback) {
@@ -124,36 +123,6 @@ std::uint64_t damage_seed(std::uint64_t fallback) {
   }
   return std::strtoull(v, nullptr, 0);
 }
-
-/// A scratch directory for the damaged copies, removed with its contents:
-/// under OFFHEAP_TEST_TMPDIR if set, else in /dev/shm where there is one
-/// (each writable open and clean close syncs files: free in memory, slow on
-/// a disk), else /tmp.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string base = "/tmp";
-    if (const char* b = env("OFFHEAP_TEST_TMPDIR")) {
-      base = b;
-    } else if (::access("/dev/shm", W_OK) == 0) {
-      base = "/dev/shm";
-    }
-    std::string tmpl = base + "/offheap-damage-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed in " + base);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const noexcept { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 // ---- keys, values, history ------------------------------------------------------
 
@@ -260,26 +229,6 @@ Options store_options(const fs::path& dir, bool read_only = false) {
   return o;
 }
 
-void copy_dir(const fs::path& from, const fs::path& to) {
-  fs::remove_all(to);
-  fs::create_directory(to);
-  for (const fs::directory_entry& e : fs::directory_iterator(from)) {
-    fs::copy_file(e.path(), to / e.path().filename());
-  }
-}
-
-std::vector<std::string> files_of(const fs::path& dir, std::string_view suffix) {
-  std::vector<std::string> out;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    const std::string n = e.path().filename().string();
-    if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      out.push_back(n);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 struct Variant {
   const char* name;
   fs::path dir;
@@ -355,43 +304,6 @@ const char* region_name(Region r) {
   return "?";
 }
 
-
-std::uint64_t read_u64(const fs::path& p, std::uint64_t off) {
-  std::uint64_t w = 0;
-  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    if (::pread(fd, &w, 8, static_cast<off_t>(off)) != 8) w = 0;
-    ::close(fd);
-  }
-  return w;
-}
-
-/// XORs `mask` into the byte at `off`.
-void flip_byte(const fs::path& p, std::uint64_t off, unsigned char mask) {
-  const int fd = ::open(p.c_str(), O_RDWR | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  unsigned char b = 0;
-  REQUIRE(::pread(fd, &b, 1, static_cast<off_t>(off)) == 1);
-  b = static_cast<unsigned char>(b ^ mask);
-  REQUIRE(::pwrite(fd, &b, 1, static_cast<off_t>(off)) == 1);
-  ::close(fd);
-}
-
-void write_bytes(const fs::path& p, std::uint64_t off, const void* data, std::size_t n) {
-  const int fd = ::open(p.c_str(), O_RDWR | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  REQUIRE(::pwrite(fd, data, n, static_cast<off_t>(off)) == static_cast<ssize_t>(n));
-  ::close(fd);
-}
-
-void zero_range(const fs::path& p, std::uint64_t off, std::uint64_t n) {
-  const std::vector<char> zeros(n, 0);
-  write_bytes(p, off, zeros.data(), zeros.size());
-}
-
-void truncate_to(const fs::path& p, std::uint64_t size) {
-  REQUIRE(::truncate(p.c_str(), static_cast<off_t>(size)) == 0);
-}
 
 /// Picks and applies one damage in `dir`; returns its description.
 std::string damage_once(const fs::path& dir, bool has_state, std::mt19937_64& rng) {
@@ -727,10 +639,50 @@ struct ChildReport {
   std::string death;  // empty: exited 0
 };
 
+/// The gist of a sanitizer report (or a failed assertion) in a child's
+/// stderr: its first error line and the engine's frames under it, for the
+/// failure message (the whole report still goes to stderr).
+std::string report_gist(const std::string& err) {
+  std::istringstream in(err);
+  std::string first, frames;
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (first.empty()) {
+      if (line.find("runtime error:") != std::string::npos ||
+          line.find("ERROR: ") != std::string::npos ||
+          line.find("Assertion") != std::string::npos) {
+        first = line.substr(line.find_first_not_of(' '));
+        if (first.rfind("==", 0) == 0) first = first.substr(first.find("==", 2) + 2);
+      }
+      continue;
+    }
+    // "    #3 0x... in offheap::detail::FreeLists::unlink(...) /path/free_lists.hpp:99"
+    const std::size_t hash = line.find('#'), in_at = line.find(" in ");
+    if (hash == std::string::npos || in_at == std::string::npos ||
+        line.find("offheap") == std::string::npos ||
+        line.find("offheap_test") != std::string::npos) {
+      continue;
+    }
+    std::string fn = line.substr(in_at + 4);
+    const std::size_t paren = fn.find('(');
+    const std::size_t space = fn.rfind(' ');
+    std::string where = space != std::string::npos ? fn.substr(space + 1) : "";
+    if (where.rfind('/') != std::string::npos) where = where.substr(where.rfind('/') + 1);
+    if (paren != std::string::npos) fn = fn.substr(0, paren);
+    if (fn.rfind("offheap::", 0) == 0) fn = fn.substr(9);
+    frames += (n == 0 ? " at " : " < ") + fn + " " + where;
+    if (++n == 5) break;
+  }
+  return first.empty() ? "" : first + frames;
+}
+
 template <class F>
 ChildReport run_child(F&& body, unsigned timeout_s) {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
+  // The child's stderr, kept to quote a sanitizer report in the failure.
+  std::FILE* err = std::tmpfile();
+  REQUIRE(err != nullptr);
   std::cout.flush();
   std::cerr.flush();
   const pid_t pid = ::fork();
@@ -739,9 +691,11 @@ ChildReport run_child(F&& body, unsigned timeout_s) {
     ::close(fds[0]);
     // Catch's handlers of fatal signals, inherited, would print a second
     // test report from here: its output (stdout) goes nowhere. Sanitizer
-    // reports and failed assertions (stderr) still show.
+    // reports and failed assertions (stderr) go to a file the parent
+    // copies to its stderr.
     const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (devnull >= 0) ::dup2(devnull, 1);
+    ::dup2(::fileno(err), 2);
     ::alarm(timeout_s);
     Reporter rep(fds[1]);
     try {
@@ -784,6 +738,14 @@ ChildReport run_child(F&& body, unsigned timeout_s) {
       default: break;
     }
   }
+  std::string err_text;
+  std::rewind(err);
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, err)) > 0;) err_text.append(buf, n);
+  std::fclose(err);
+  if (!err_text.empty()) {
+    std::cerr << err_text;
+    std::cerr.flush();
+  }
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
     r.death = sig == SIGALRM ? "hung (no progress in " + std::to_string(timeout_s) + " s)"
@@ -791,6 +753,10 @@ ChildReport run_child(F&& body, unsigned timeout_s) {
   } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
     r.death = "exited with status " + std::to_string(WEXITSTATUS(status)) +
               " (a sanitizer report is on stderr)";
+  }
+  if (!r.death.empty()) {
+    const std::string gist = report_gist(err_text);
+    if (!gist.empty()) r.death += ": " + gist;
   }
   return r;
 }
@@ -819,11 +785,24 @@ struct Campaign {
   /// Damages a copy of `v` and runs `body(dir, history, reporter)` on it in a child.
   template <class Body>
   void iteration(std::size_t it, const Variant& v, const fs::path& scratch, Body&& body) {
+    iteration_with(
+        it, v, scratch,
+        [](const fs::path& dir, bool has_state, std::mt19937_64& rng) {
+          return damage(dir, has_state, rng);
+        },
+        std::forward<Body>(body));
+  }
+
+  /// The same with the damage chosen by `damager(dir, has_state, rng)`,
+  /// which returns its description.
+  template <class Damager, class Body>
+  void iteration_with(std::size_t it, const Variant& v, const fs::path& scratch, Damager&& damager,
+                      Body&& body) {
     std::mt19937_64 rng(seed ^ (0x9E3779B97F4A7C15ull * (it + 1)));
     const fs::path dir = scratch / "damaged";
     copy_dir(v.dir, dir);
     const bool has_state = !files_of(dir, ".state").empty();
-    const std::string what = damage(dir, has_state, rng);
+    const std::string what = damager(dir, has_state, rng);
     std::string kept;
     if (keep_dir != nullptr) {
       kept = std::string(keep_dir) + "/" + v.name + "-seed" + std::to_string(seed) + "-it" +
@@ -927,6 +906,705 @@ void check_exact(const Store& s, const Keys& keys, const History& h) {
   CHECK(s.size() == h.current.size());
 }
 
+// ---- damage aimed at free records of clean-closed stores ---------------------------
+//
+// A clean open maps the saved index and free-list table and reads no record,
+// so what the writers then believe about free records (headers, links,
+// footers) and about the records beside them comes from the chunk files as
+// they are. Each iteration walks the copy's chunk files (support/
+// chunk_walk.hpp), aims one damage at a free record or at a live record
+// beside one, and hands the child a plan of writes that reach it: the keys
+// of the records beside it (removed or overwritten: release() merges with
+// free neighbours), puts of its size class (take() pops the class down to
+// it), then puts of every size, enough new keys to double the index
+// (grow_index() rehashes every record), removals and overwrites.
+
+namespace cw = offheap_test::chunk_walk;
+
+enum class FreeDamage : std::uint8_t {
+  cap_zero,            // a free record's capacity field 0
+  cap_unaligned,       // ... not a multiple of 8
+  cap_eight,           // ... 8 (below the 16-byte minimum)
+  cap_past_chunk,      // ... running past the chunk
+  cap_other_class,     // ... another class's size, inside the chunk
+  next_misaligned,     // a next link not a multiple of 8
+  prev_misaligned,     // a prev link not a multiple of 8
+  link_outside,        // a link to a chunk the shard lacks, or past its chunk or tail
+  link_live,           // a link to a live record (or into one)
+  link_other_class,    // a link to a free record of another class
+  link_self,           // a link to the record itself
+  footer_mismatch,     // a footer that disagrees with the header
+  prev_free_set,       // a live record's prev-free bit set after a live record
+  prev_free_cleared,   // ... cleared after a free record
+  key_len_past_chunk,  // a live record's key length running past its chunk
+  forged_predecessor,  // prev-free set, and the live record before ends in a forged
+                       // free record (header, links, footer) as a crafted value could
+};
+constexpr std::size_t kFreeDamages = 16;
+
+const char* free_damage_name(FreeDamage d) {
+  static const char* const names[kFreeDamages] = {
+      "cap_zero",        "cap_unaligned",     "cap_eight",          "cap_past_chunk",
+      "cap_other_class", "next_misaligned",   "prev_misaligned",    "link_outside",
+      "link_live",       "link_other_class",  "link_self",          "footer_mismatch",
+      "prev_free_set",   "prev_free_cleared", "key_len_past_chunk", "forged_predecessor"};
+  return names[static_cast<std::size_t>(d)];
+}
+
+/// The writes that reach a damaged record, found by the parent for the child.
+struct FreeWritePlan {
+  FreeDamage kind = FreeDamage::cap_zero;
+  bool landed = false;                      // the damage found its target and was written
+  std::vector<std::string> neighbour_keys;  // keys of live records beside it
+  std::uint64_t drain_payload = 0;          // payload of a put from its size class (0: none)
+  std::uint64_t drain_count = 0;            // free records of that class in its shard
+  // Where the damage is (a chunk file's name and the record's file offset)
+  // and its first 40 bytes as damaged: changed after the child's writes, it
+  // was reached (relinked, merged, taken or rewritten).
+  std::string file;
+  std::uint64_t at = 0;
+  std::string bytes;
+};
+
+/// The smallest capacity of the free-list class `capacity` belongs to.
+std::uint64_t class_min(std::uint64_t capacity) {
+  if (capacity <= 4096) return capacity;
+  std::uint64_t p = 1;
+  while (p * 2 <= capacity) p *= 2;
+  return p == 4096 ? 4104 : p;
+}
+
+struct RecordRef {
+  std::size_t chunk = 0;  // index into WalkedStore::chunks
+  std::size_t index = 0;  // into its records
+};
+
+/// A store directory's chunk files, walked, with their bytes.
+struct WalkedStore {
+  struct Chunk {
+    fs::path path;
+    std::string bytes;
+    cw::Chunk walk;
+  };
+  std::vector<Chunk> chunks;
+
+  explicit WalkedStore(const fs::path& dir) {
+    for (const std::string& n : files_of(dir, ".chunk")) {
+      Chunk c;
+      c.path = dir / n;
+      c.bytes = offheap_test::read_file(c.path);
+      c.walk = cw::walk(c.bytes, n);
+      chunks.push_back(std::move(c));
+    }
+  }
+  const cw::Record& rec(RecordRef r) const { return chunks[r.chunk].walk.records[r.index]; }
+  const Chunk& chunk(RecordRef r) const { return chunks[r.chunk]; }
+  std::uint32_t shard(RecordRef r) const { return chunks[r.chunk].walk.shard; }
+  std::uint64_t loc(RecordRef r) const { return chunks[r.chunk].walk.location_of(rec(r)); }
+  std::string key(RecordRef r) const { return cw::key_of(chunk(r).bytes, rec(r)); }
+  cw::State state(RecordRef r) const { return rec(r).state(); }
+
+  /// Every record for which pred(ref) holds.
+  template <class Pred>
+  std::vector<RecordRef> select(Pred&& pred) const {
+    std::vector<RecordRef> out;
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      for (std::size_t i = 0; i < chunks[c].walk.records.size(); ++i) {
+        if (pred(RecordRef{c, i})) out.push_back({c, i});
+      }
+    }
+    return out;
+  }
+  std::vector<RecordRef> with_state(cw::State s) const {
+    return select([&](RecordRef r) { return state(r) == s; });
+  }
+  /// The records before and after `r` in its chunk that are live.
+  std::vector<RecordRef> live_neighbours(RecordRef r) const {
+    std::vector<RecordRef> out;
+    if (r.index > 0 && state({r.chunk, r.index - 1}) == cw::State::live) {
+      out.push_back({r.chunk, r.index - 1});
+    }
+    if (r.index + 1 < chunks[r.chunk].walk.records.size() &&
+        state({r.chunk, r.index + 1}) == cw::State::live) {
+      out.push_back({r.chunk, r.index + 1});
+    }
+    return out;
+  }
+  /// How many chunk files shard `s` has.
+  std::uint32_t chunks_of_shard(std::uint32_t s) const {
+    std::uint32_t n = 0;
+    for (const Chunk& c : chunks) n += c.walk.shard == s;
+    return n;
+  }
+  std::string describe(RecordRef r) const {
+    const cw::Record& x = rec(r);
+    std::ostringstream o;
+    o << chunk(r).walk.name << " " << cw::state_name(x.state()) << " record at offset " << x.offset
+      << " (file offset " << x.file_offset << ", capacity " << x.capacity;
+    if (x.state() == cw::State::live) o << ", key " << printable(key(r), 24);
+    o << ", Location 0x" << std::hex << loc(r) << std::dec << ")";
+    return o.str();
+  }
+};
+
+template <class T>
+const T& pick(const std::vector<T>& v, std::mt19937_64& rng) {
+  return v[rng() % v.size()];
+}
+
+template <class T>
+void write_le(const fs::path& p, std::uint64_t off, T v) {
+  write_bytes(p, off, &v, sizeof v);
+}
+
+std::string hex_word(std::uint64_t w) {
+  std::ostringstream o;
+  o << "0x" << std::hex << w;
+  return o.str();
+}
+
+/// Applies one damage of `kind` to the clean-closed store in `dir`, filling
+/// `plan`; returns its description.
+std::string damage_free_record(const fs::path& dir, FreeDamage kind, std::mt19937_64& rng,
+                               FreeWritePlan& plan) {
+  const WalkedStore ws(dir);
+  plan = FreeWritePlan{};
+  plan.kind = kind;
+  std::ostringstream d;
+  d << free_damage_name(kind) << ": ";
+  for (const WalkedStore::Chunk& c : ws.chunks) {
+    // An undamaged reference walks to its end: anything else is the walker's
+    // mistake (or the format's change), and every aim below would be off.
+    if (!c.walk.stopped.empty())
+      return d.str() + "NOT LANDED: " + c.walk.name + ": the walk stopped: " + c.walk.stopped;
+  }
+  const std::vector<RecordRef> frees = ws.with_state(cw::State::free);
+  const std::vector<RecordRef> lives = ws.with_state(cw::State::live);
+  auto same_shard = [&](const std::vector<RecordRef>& v, std::uint32_t s) {
+    std::vector<RecordRef> out;
+    for (const RecordRef& r : v) {
+      if (ws.shard(r) == s) out.push_back(r);
+    }
+    return out;
+  };
+  // The writes that reach free record f: its live neighbours' keys, and its class.
+  auto aim_at_free = [&](RecordRef f) {
+    for (const RecordRef& n : ws.live_neighbours(f)) plan.neighbour_keys.push_back(ws.key(n));
+    const std::uint64_t cap = ws.rec(f).capacity;
+    plan.drain_payload = class_min(cap);
+    for (const RecordRef& g : same_shard(frees, ws.shard(f))) {
+      plan.drain_count += cw::size_class(ws.rec(g).capacity) == cw::size_class(cap);
+    }
+  };
+  auto aim_at_live = [&](RecordRef l) {
+    plan.neighbour_keys.push_back(ws.key(l));
+    for (const RecordRef& n : ws.live_neighbours(l)) plan.neighbour_keys.push_back(ws.key(n));
+  };
+  RecordRef aimed{};  // the damaged record
+  auto landed = [&](const std::string& what) {
+    plan.landed = true;
+    plan.file = ws.chunk(aimed).walk.name;
+    plan.at = ws.rec(aimed).file_offset;
+    plan.bytes = offheap_test::read_file(ws.chunk(aimed).path).substr(plan.at, cw::kMinRecord);
+    // Each key once, in order.
+    std::vector<std::string> keys;
+    for (const std::string& k : plan.neighbour_keys) {
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+    }
+    plan.neighbour_keys = keys;
+    d << what;
+    return d.str();
+  };
+  auto not_landed = [&](const std::string& why) { return d.str() + "NOT LANDED: " + why; };
+  if (frees.empty()) return not_landed("no free record in the store");
+
+  switch (kind) {
+    case FreeDamage::cap_zero:
+    case FreeDamage::cap_unaligned:
+    case FreeDamage::cap_eight:
+    case FreeDamage::cap_past_chunk:
+    case FreeDamage::cap_other_class: {
+      const RecordRef f = pick(frees, rng);
+      const cw::Record& r = ws.rec(f);
+      const cw::Chunk& c = ws.chunk(f).walk;
+      std::uint64_t cap = 0;
+      std::string how;
+      if (kind == FreeDamage::cap_unaligned) {
+        cap = rng() % 2 == 0 || r.capacity <= 8 ? r.capacity + 1 + rng() % 7
+                                                : r.capacity - 1 - rng() % 7;
+      } else if (kind == FreeDamage::cap_eight) {
+        cap = 8;
+      } else if (kind == FreeDamage::cap_past_chunk) {
+        const std::uint64_t room = c.data_bytes - r.offset - cw::kRecordHeader;
+        cap = rng() % 3 == 0 ? 0xFFFFFFF8u : room + 8 * (1 + rng() % 8);
+      } else if (kind == FreeDamage::cap_other_class) {
+        // Another free record's capacity, or one 8-64 bytes off, or double or
+        // half: a different class, inside the chunk's records.
+        std::vector<std::uint64_t> caps;
+        for (const RecordRef& g : same_shard(frees, ws.shard(f)))
+          caps.push_back(ws.rec(g).capacity);
+        for (std::uint64_t k = 1; k <= 8; ++k) {
+          caps.push_back(r.capacity + 8 * k);
+          if (r.capacity >= 16 + 8 * k) caps.push_back(r.capacity - 8 * k);
+        }
+        caps.push_back(r.capacity * 2);
+        caps.push_back(r.capacity / 2 / 8 * 8);
+        std::vector<std::uint64_t> fit;
+        for (const std::uint64_t x : caps) {
+          if (x >= 16 && cw::size_class(x) != cw::size_class(r.capacity) &&
+              r.offset + cw::kRecordHeader + x <= c.end) {
+            fit.push_back(x);
+          }
+        }
+        if (fit.empty()) return not_landed("no other class fits after " + ws.describe(f));
+        cap = pick(fit, rng);
+      }
+      write_le(ws.chunk(f).path, r.value_len_at(), static_cast<std::uint32_t>(cap));
+      aim_at_free(f);
+      aimed = f;
+      return landed(ws.describe(f) + ": capacity field " + std::to_string(cap) + " (was " +
+                    std::to_string(r.capacity) + ")");
+    }
+
+    case FreeDamage::next_misaligned:
+    case FreeDamage::prev_misaligned:
+    case FreeDamage::link_outside:
+    case FreeDamage::link_live:
+    case FreeDamage::link_other_class:
+    case FreeDamage::link_self: {
+      const RecordRef f = pick(frees, rng);
+      const cw::Record& r = ws.rec(f);
+      const std::uint32_t shard = ws.shard(f);
+      const std::uint32_t chunk = ws.chunk(f).walk.chunk;
+      bool next = rng() % 2 == 0;
+      if (kind == FreeDamage::next_misaligned) next = true;
+      if (kind == FreeDamage::prev_misaligned) next = false;
+      std::uint64_t link = 0;
+      std::string how;
+      switch (kind) {
+        case FreeDamage::next_misaligned:
+        case FreeDamage::prev_misaligned: {
+          // 1-7 bytes into a record of the shard (live two times out of three).
+          const std::vector<RecordRef> live = same_shard(lives, shard);
+          const RecordRef g = rng() % 3 != 0 && !live.empty() ? pick(live, rng)
+                                                              : pick(same_shard(frees, shard), rng);
+          link = ws.loc(g) + 1 + rng() % 7;
+          how = "into " + ws.describe(g);
+          break;
+        }
+        case FreeDamage::link_outside: {
+          const std::uint32_t n = ws.chunks_of_shard(shard);
+          const cw::Chunk& c = ws.chunk(f).walk;
+          switch (rng() % 4) {
+            case 0:
+              link = cw::location(n + static_cast<std::uint32_t>(rng() % 3), 8 * (rng() % 64));
+              how = "a chunk the shard does not have (it has " + std::to_string(n) + ")";
+              break;
+            case 1:
+              link = cw::location(chunk, c.data_bytes + 8 * (rng() % 64));
+              how = "past the end of its chunk (" + std::to_string(c.data_bytes) + " bytes)";
+              break;
+            case 2:
+              link = cw::location(chunk, c.data_bytes - 8 * (1 + rng() % 4));
+              how = "a record that would run past its chunk";
+              break;
+            default: {
+              // Past the tail: inside the shard's last chunk, beyond its records.
+              const WalkedStore::Chunk* last = nullptr;
+              for (const WalkedStore::Chunk& k : ws.chunks) {
+                if (k.walk.shard == shard && (last == nullptr || k.walk.chunk > last->walk.chunk))
+                  last = &k;
+              }
+              if (last->walk.end + cw::kMinRecord < last->walk.data_bytes) {
+                link = cw::location(
+                    last->walk.chunk,
+                    last->walk.end +
+                        8 * (rng() % ((last->walk.data_bytes - last->walk.end) / 8 - 4)));
+                how = "past the tail of " + last->walk.name + " (records end at " +
+                      std::to_string(last->walk.end) + ")";
+              } else {
+                link = ~std::uint64_t{0} - 8;
+                how = "chunk 65535";
+              }
+              break;
+            }
+          }
+          break;
+        }
+        case FreeDamage::link_live: {
+          const std::vector<RecordRef> live = same_shard(lives, shard);
+          if (live.empty()) return not_landed("no live record in shard " + std::to_string(shard));
+          const RecordRef g = pick(live, rng);
+          const std::uint64_t words = ws.rec(g).bytes() / 8;
+          // At its start, or at an aligned word inside it (its header words
+          // too: a link store there rewrites its lengths).
+          const std::uint64_t w = rng() % 2 == 0 ? 0 : rng() % words;
+          link = ws.loc(g) + 8 * w;
+          how = (w == 0 ? "at " : "word " + std::to_string(w) + " of ") + ws.describe(g);
+          break;
+        }
+        case FreeDamage::link_other_class: {
+          std::vector<RecordRef> other;
+          for (const RecordRef& g : same_shard(frees, shard)) {
+            if (cw::size_class(ws.rec(g).capacity) != cw::size_class(r.capacity))
+              other.push_back(g);
+          }
+          if (other.empty())
+            return not_landed("no free record of another class in shard " + std::to_string(shard));
+          const RecordRef g = pick(other, rng);
+          link = ws.loc(g);
+          how = "at " + ws.describe(g);
+          break;
+        }
+        default:
+          link = ws.loc(f);
+          how = "at itself";
+          break;
+      }
+      const std::uint64_t old =
+          next ? cw::link_next(ws.chunk(f).bytes, r) : cw::link_prev(ws.chunk(f).bytes, r);
+      write_le(ws.chunk(f).path, next ? r.next_link_at() : r.prev_link_at(), link);
+      aim_at_free(f);
+      aimed = f;
+      return landed(ws.describe(f) + ": " + (next ? "next" : "prev") + " link " + hex_word(link) +
+                    " (was " + hex_word(old) + "), " + how);
+    }
+
+    case FreeDamage::footer_mismatch: {
+      std::vector<RecordRef> big;
+      for (const RecordRef& f : frees) {
+        if (ws.rec(f).capacity > 16) big.push_back(f);
+      }
+      if (big.empty()) return not_landed("no free record over 16 bytes");
+      const RecordRef f = pick(big, rng);
+      const cw::Record& r = ws.rec(f);
+      const std::string& bytes = ws.chunk(f).bytes;
+      // A stale free header inside the record (left by an earlier merge)
+      // that the footer could be made to agree with.
+      std::uint64_t stale = 0;
+      for (std::uint64_t p = r.payload_at(); p + cw::kMinRecord <= r.file_offset + r.bytes();
+           p += 8) {
+        const std::uint64_t w1 = cw::load_u64(bytes, p + 8);
+        const std::uint64_t cap = static_cast<std::uint32_t>(w1);
+        if (((w1 >> 48) & 3) == 2 && p + cw::kRecordHeader + cap == r.file_offset + r.bytes()) {
+          stale = cap;
+        }
+      }
+      std::uint64_t footer = 0;
+      std::string how;
+      switch (stale != 0 && rng() % 2 == 0 ? 9 : rng() % 5) {
+        case 0:
+          footer = cw::footer_for(r.capacity + 8 * (1 + rng() % 8));
+          how = "a larger capacity";
+          break;
+        case 1:
+          footer = cw::footer_for(16 + 8 * (rng() % ((r.capacity - 16) / 8)));
+          how = "a smaller capacity";
+          break;
+        case 2:
+          footer = 0;
+          how = "zero";
+          break;
+        case 3:
+          footer = cw::footer_for(r.capacity) ^ (std::uint64_t{1} << (1 + rng() % 40));
+          how = "one bit flipped";
+          break;
+        case 4:
+          footer = cw::footer_for(r.capacity + 1 + rng() % 7);
+          how = "an unaligned capacity";
+          break;
+        default:
+          footer = cw::footer_for(stale);
+          how = "the capacity of a stale free header inside the record";
+          break;
+      }
+      write_le(ws.chunk(f).path, r.footer_at(), footer);
+      aim_at_free(f);
+      aimed = f;
+      return landed(ws.describe(f) + ": footer " + hex_word(footer) + " (" + how + "; was " +
+                    hex_word(cw::footer(bytes, r)) + ")");
+    }
+
+    case FreeDamage::prev_free_set:
+    case FreeDamage::prev_free_cleared: {
+      const bool set = kind == FreeDamage::prev_free_set;
+      const std::vector<RecordRef> targets = ws.select([&](RecordRef m) {
+        return ws.state(m) == cw::State::live && m.index > 0 &&
+               (ws.state({m.chunk, m.index - 1}) == cw::State::free) != set;
+      });
+      if (targets.empty())
+        return not_landed("no live record after a " + std::string(set ? "live" : "free") + " one");
+      const RecordRef m = pick(targets, rng);
+      const cw::Record& r = ws.rec(m);
+      const auto flags =
+          static_cast<std::uint8_t>(set ? r.flags | cw::kPrevFreeBit : r.flags & ~cw::kPrevFreeBit);
+      write_le(ws.chunk(m).path, r.flags_at(), flags);
+      aim_at_live(m);
+      aimed = m;
+      const RecordRef p{m.chunk, m.index - 1};
+      if (ws.state(p) == cw::State::free) aim_at_free(p);
+      return landed(ws.describe(m) + ": prev-free bit " + (set ? "set" : "cleared") +
+                    ", the record before: " + ws.describe(p));
+    }
+
+    case FreeDamage::key_len_past_chunk: {
+      if (lives.empty()) return not_landed("no live record");
+      const RecordRef l = pick(lives, rng);
+      const cw::Record& r = ws.rec(l);
+      const std::uint64_t room = ws.chunk(l).walk.data_bytes - r.offset - cw::kRecordHeader;
+      const std::uint64_t k =
+          rng() % 2 == 0 ? 0xFFFF : std::min<std::uint64_t>(0xFFFF, room + 1 + rng() % 64);
+      if (k <= room) return not_landed(ws.describe(l) + " has room for a 64 KiB key");
+      write_le(ws.chunk(l).path, r.key_len_at(), static_cast<std::uint16_t>(k));
+      aim_at_live(l);
+      aimed = l;
+      return landed(ws.describe(l) + ": key length " + std::to_string(k) + " (was " +
+                    std::to_string(r.key_len) + "; " + std::to_string(room) +
+                    " bytes to the chunk's end)");
+    }
+
+    case FreeDamage::forged_predecessor: {
+      // A live record L followed by a live record M: the end of L's payload
+      // becomes a free record (even stamp, free state, capacity, links,
+      // footer), M's prev-free bit is set. Freeing M then finds the forged
+      // record through the footer and unlinks it: its links are the write
+      // targets, here a live record's words or a misaligned address.
+      const std::vector<RecordRef> pairs = ws.select([&](RecordRef l) {
+        return ws.state(l) == cw::State::live && ws.rec(l).capacity >= 40 &&
+               l.index + 1 < ws.chunk(l).walk.records.size() &&
+               ws.state({l.chunk, l.index + 1}) == cw::State::live &&
+               !ws.rec({l.chunk, l.index + 1}).prev_free();
+      });
+      if (pairs.empty()) return not_landed("no live record of 40+ bytes before another live one");
+      const RecordRef l = pick(pairs, rng);
+      const RecordRef m{l.chunk, l.index + 1};
+      const cw::Record& lr = ws.rec(l);
+      const cw::Record& mr = ws.rec(m);
+      const std::uint64_t fake_cap =
+          16 + 8 * (rng() % std::min<std::uint64_t>(4, (lr.capacity - 40) / 8 + 1));
+      const std::uint64_t fake = mr.file_offset - cw::kRecordHeader - fake_cap;  // file offset
+      std::vector<RecordRef> others;
+      for (const RecordRef& g : same_shard(lives, ws.shard(l))) {
+        if (g.chunk != l.chunk || (g.index != l.index && g.index != m.index)) others.push_back(g);
+      }
+      if (others.empty()) return not_landed("no third live record in the shard");
+      const RecordRef t = pick(others, rng);
+      // An even target (a 16-byte fake's prev link is its footer: an odd one
+      // would not read as 16).
+      const bool misaligned = rng() % 2 == 0;
+      const std::uint64_t target =
+          ws.loc(t) + (misaligned ? 2 + 2 * (rng() % 3) : 8 * (rng() % (ws.rec(t).bytes() / 8)));
+      const std::uint64_t next = rng() % 2 == 0 ? cw::kNone : target;
+      const std::uint64_t words[5] = {lr.stamp + 2, fake_cap | std::uint64_t{2} << 48, 0, next,
+                                      target};
+      const fs::path& p = ws.chunk(l).path;
+      write_bytes(p, fake, words, sizeof words);
+      if (fake_cap > 16) write_le(p, mr.file_offset - 8, cw::footer_for(fake_cap));
+      write_le(p, mr.flags_at(), static_cast<std::uint8_t>(mr.flags | cw::kPrevFreeBit));
+      plan.neighbour_keys.push_back(ws.key(m));
+      aimed = m;
+      return landed("the last " + std::to_string(cw::kRecordHeader + fake_cap) + " bytes of " +
+                    ws.describe(l) + " forged as a free record of capacity " +
+                    std::to_string(fake_cap) + " (next " + hex_word(next) + ", prev " +
+                    hex_word(target) + (misaligned ? ", misaligned, " : ", ") + "into " +
+                    ws.describe(t) + "); prev-free bit set in " + ws.describe(m));
+    }
+  }
+  return not_landed("unknown damage");
+}
+
+/// The child of the free-record test: a writable open of the damaged copy,
+/// the plan's writes, then puts of every size, growth, removals and
+/// overwrites; everything written must read back, before and after a clean
+/// close and reopen, and what read back whole right after the open and was
+/// not written since must still read the same.
+void child_free_writes(const fs::path& dir, const Keys& keys, const History& h0, Reporter& rep,
+                       std::uint64_t seed, const FreeWritePlan& plan) {
+  std::unique_ptr<Store> s = open_and_check(dir, false, keys, h0, rep, "rw", false);
+  if (!s) return;
+  History h = h0;
+  std::mt19937_64 rng(seed);
+
+  rep.phase("rw reads before the writes");
+  std::map<std::string, std::string> intact;  // read exactly right after the open
+  {
+    std::string out;
+    for (const std::string& k : keys.names) {
+      try {
+        const auto it = h.current.find(k);
+        if (s->get(k, out) && it != h.current.end() && it->second == out) intact[k] = out;
+      } catch (const offheap::Error& e) {
+        rep.count("rw.get_threw." + errc_name(e));
+      }
+    }
+  }
+  rep.count("free.intact_at_open", intact.size());
+
+  std::map<std::string, std::optional<std::string>> expect;  // key -> what it must read now
+  std::vector<std::string> written;
+  auto put = [&](const std::string& k, const std::string& v, const char* what) {
+    rep.phase("rw " + std::string(what) + ": put " + printable(k, 24) + " (" +
+              std::to_string(v.size()) + " bytes)");
+    intact.erase(k);
+    try {
+      s->put(k, v);
+      h.put(k, v);
+      expect[k] = v;
+      written.push_back(k);
+      rep.count("free.writes.ok");
+      rep.count(std::string("free.") + what);
+      return true;
+    } catch (const offheap::Error& e) {
+      rep.count("free.writes.threw." + errc_name(e));
+      rep.note("put of " + printable(k) + " threw: " + e.what());
+      expect.erase(k);  // either outcome acceptable for this key now
+      h.values[k].insert(v);
+      return false;
+    }
+  };
+  auto remove = [&](const std::string& k, const char* what) {
+    rep.phase("rw " + std::string(what) + ": remove " + printable(k, 24));
+    intact.erase(k);
+    try {
+      s->remove(k);
+      h.current.erase(k);
+      expect[k] = std::nullopt;
+      rep.count("free.writes.ok");
+      rep.count(std::string("free.") + what);
+    } catch (const offheap::Error& e) {
+      rep.count("free.writes.threw." + errc_name(e));
+      rep.note("remove of " + printable(k) + " threw: " + e.what());
+      expect.erase(k);
+    }
+  };
+  auto sized = [](const std::string& k, std::uint64_t payload, char fill) {
+    // A value whose record has exactly `payload` payload bytes.
+    return std::string(payload > k.size() ? payload - k.size() : 0, fill);
+  };
+
+  // 1. The records beside the damage: removed, or overwritten with another
+  // size (the old record is freed either way: release() merges).
+  for (std::size_t i = 0; i < plan.neighbour_keys.size(); ++i) {
+    const std::string& k = plan.neighbour_keys[i];
+    if (i % 2 == 0) {
+      remove(k, "neighbour");
+    } else {
+      put(k, "moved/" + std::string(100 + rng() % 3000, 'm'), "neighbour");
+    }
+  }
+  // 2. Its size class, popped down to it (the new keys spread over the
+  // shards: four times the class's records).
+  if (plan.drain_payload != 0) {
+    for (std::uint64_t i = 0; i < plan.drain_count * 4 + 4; ++i) {
+      const std::string k = "drain-" + std::to_string(i);
+      put(k, sized(k, plan.drain_payload, 'd'), "drain");
+    }
+  }
+  // 3. Every exact size class and a few large ones: takes and splits free
+  // records of every class; every seventh key removed again (merges).
+  std::vector<std::uint64_t> sizes;
+  for (std::uint64_t p = 16; p <= 4096; p += 8) sizes.push_back(p);
+  for (const std::uint64_t p : {4104, 5000, 8192, 9000, 16384, 20000, 32768, 40000})
+    sizes.push_back(p);
+  std::shuffle(sizes.begin(), sizes.end(), rng);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const std::string k = "size-" + std::to_string(sizes[i]);
+    put(k, sized(k, sizes[i], static_cast<char>('a' + i % 26)), "sizes");
+    if (i % 7 == 6) remove("size-" + std::to_string(sizes[i - 3]), "merges");
+  }
+  // 4. New keys until every shard's index has doubled at least once.
+  const std::uint64_t capacity0 = s->stats().index_capacity;
+  for (int i = 0; i < 3000; ++i) {
+    if (i % 64 == 0 && s->stats().index_capacity >= 2 * capacity0) break;
+    const std::string k = "grow-" + std::to_string(i);
+    put(k, std::string(rng() % 64, 'g'), "grow");
+  }
+  const std::uint64_t capacity1 = s->stats().index_capacity;
+  if (capacity1 > capacity0) rep.count("free.index_grew");
+  if (capacity1 >= 2 * capacity0) rep.count("free.index_doubled");
+  // 5. Removals and overwrites of old and new keys.
+  for (int i = 0; i < 200; ++i) {
+    const std::string k = rng() % 2 == 0 || written.empty() ? keys.names[rng() % keys.names.size()]
+                                                            : written[rng() % written.size()];
+    if (rng() % 3 == 0) {
+      remove(k, "churn");
+    } else {
+      const std::size_t len = rng() % 8 == 0 ? 4000 + rng() % 20000 : rng() % 400;
+      put(k, "churn/" + std::to_string(i) + "/" + std::string(len, 'c'), "churn");
+    }
+  }
+
+  auto check_back = [&](const Store& st, const std::string& when) {
+    std::string out;
+    for (const auto& [k, v] : expect) {
+      try {
+        const bool hit = st.get(k, out);
+        if (v && (!hit || out != *v)) {
+          rep.fail(when + ": key " + printable(k) + " written after the damaged open reads " +
+                   (hit ? "\"" + printable(out) + "\"" : std::string("absent")) + ", not \"" +
+                   printable(*v) + "\"");
+        } else if (!v && hit) {
+          rep.fail(when + ": key " + printable(k) + " removed after the damaged open reads \"" +
+                   printable(out) + "\"");
+        }
+      } catch (const offheap::Error& e) {
+        rep.fail(when + ": key " + printable(k) +
+                 " written after the damaged open throws: " + e.what());
+      }
+    }
+    // What read back whole after the open and was not written since: the
+    // writes went through no damaged link or length into it.
+    std::size_t lost = 0;
+    std::string first;
+    for (const auto& [k, v] : intact) {
+      bool same = false;
+      std::string why;
+      try {
+        const bool hit = st.get(k, out);
+        same = hit && out == v;
+        if (!same) why = hit ? "reads \"" + printable(out) + "\"" : std::string("reads absent");
+      } catch (const offheap::Error& e) {
+        why = std::string("throws: ") + e.what();
+      }
+      if (!same && lost++ == 0) first = printable(k) + " " + why;
+    }
+    if (lost != 0) {
+      rep.fail(
+          when + ": " + std::to_string(lost) +
+          " keys that read back whole after the damaged open "
+          "and were not written since no longer do (a write went through the damage into them), "
+          "e.g. " +
+          first);
+    }
+  };
+  rep.phase("rw read-back");
+  check_back(*s, "read-back");
+  rep.phase("rw reads after the writes");
+  check_contents(*s, keys, h, rep, "rw");
+  run_verify(*s, rep, "rw");
+  rep.phase("rw close()");
+  try {
+    s->close();
+  } catch (const offheap::Error& e) {
+    rep.note(std::string("close() threw: ") + e.what());
+    rep.count("close_threw");
+  }
+  s.reset();
+  if (!plan.file.empty()) {
+    const std::string now = offheap_test::read_file(dir / plan.file);
+    if (now.compare(plan.at, plan.bytes.size(), plan.bytes) != 0) rep.count("free.reached");
+  }
+  std::unique_ptr<Store> again = open_and_check(dir, false, keys, h, rep, "reopen");
+  if (!again) {
+    rep.fail("the reopen after writes and a clean close threw (the damaged open had succeeded)");
+    return;
+  }
+  rep.phase("reopen read-back");
+  check_back(*again, "after reopen");
+  run_verify(*again, rep, "reopen");
+  rep.phase("reopen close");
+}
+
 }  // namespace
 
 TEST_CASE("damage: the reference stores reopen exactly while undamaged", "[files][damage]") {
@@ -958,6 +1636,39 @@ TEST_CASE("damage: the reference stores reopen exactly while undamaged", "[files
       check_exact(s, ref.keys, v->history);
     }
   }
+  // support/chunk_walk.hpp reads the clean reference as the engine wrote it
+  // (the free-record test aims by it): every chunk walked to its end, the
+  // free and live records the store counts, footers and prev-free bits
+  // consistent.
+  const WalkedStore ws(ref.clean.dir);
+  std::uint64_t free_records = 0, free_bytes = 0, live = 0, bad_footers = 0, bad_prev_free = 0;
+  for (const WalkedStore::Chunk& c : ws.chunks) {
+    INFO(c.walk.name);
+    CHECK(c.walk.stopped.empty());
+    // (A chunk may end in fewer bytes than a record needs: left unused.)
+    CHECK(c.walk.end - (c.walk.records.empty() ? 0 : c.walk.records.back().end()) < cw::kMinRecord);
+    for (std::size_t i = 0; i < c.walk.records.size(); ++i) {
+      const cw::Record& r = c.walk.records[i];
+      bad_prev_free += r.prev_free() != (i > 0 && c.walk.records[i - 1].state() == cw::State::free);
+      if (r.state() == cw::State::free) {
+        ++free_records;
+        free_bytes += r.capacity;
+        if (r.capacity > 16) bad_footers += cw::footer(c.bytes, r) != cw::footer_for(r.capacity);
+      } else if (r.state() == cw::State::live) {
+        ++live;
+      }
+    }
+  }
+  const fs::path dir = scratch / "walked";
+  copy_dir(ref.clean.dir, dir);
+  Store s(store_options(dir, true));
+  const offheap::Stats st = s.stats();
+  CHECK(free_records == st.free_records);
+  CHECK(free_bytes == st.free_bytes);
+  CHECK(live == st.records);
+  CHECK(bad_footers == 0);
+  CHECK(bad_prev_free == 0);
+  CHECK(free_records >= 50);  // enough to aim at
 }
 
 TEST_CASE("damage: meta, chunk header and state damage is refused or stepped over",
@@ -1117,4 +1828,68 @@ TEST_CASE("damage: writes after a damaged open read back and survive a clean reo
   if (c.stopped()) return;
   CHECK(c.sum("", ".writes.ok") > 0);
   CHECK(c.sum("", ".reopen.opened") > 0);
+}
+
+TEST_CASE(
+    "damage: writes after damage aimed at free records of a clean-closed store throw or read back",
+    "[files][damage][free]") {
+  // OFFHEAP_DAMAGE_FREE_ITERATIONS (default 2 per damage kind, the kinds in
+  // turn), OFFHEAP_DAMAGE_KIND=<name> (only that kind), OFFHEAP_DAMAGE_ONLY=<n>
+  // (only iteration n: the seed and n fix the damage), and the variables at
+  // the top of this file.
+  const Reference& ref = reference();
+  ScratchDir scratch;
+  Campaign c(0xF4EE5EED);
+  const std::size_t n = env_u64("OFFHEAP_DAMAGE_FREE_ITERATIONS", 2 * kFreeDamages);
+  const char* only_kind = env("OFFHEAP_DAMAGE_KIND");
+  const char* only_it = env("OFFHEAP_DAMAGE_ONLY");
+  INFO("damage seed " << c.seed << " (set OFFHEAP_DAMAGE_SEED to repeat)");
+  std::map<std::string, std::size_t> landed;
+  std::vector<std::string> missed;
+  for (std::size_t it = 0; it < n && !c.stopped(); ++it) {
+    const auto kind = static_cast<FreeDamage>(it % kFreeDamages);
+    if (only_kind != nullptr && std::string_view(only_kind) != free_damage_name(kind)) continue;
+    if (only_it != nullptr && it != std::strtoull(only_it, nullptr, 0)) continue;
+    FreeWritePlan plan;
+    std::string what;
+    c.iteration_with(
+        it, ref.clean, scratch.path(),
+        [&](const fs::path& dir, bool has_state, std::mt19937_64& rng) {
+          REQUIRE(has_state);  // a clean-closed store: the open maps its state
+          what = damage_free_record(dir, kind, rng, plan);
+          return what;
+        },
+        [&](const fs::path& dir, const History& h, Reporter& rep, std::uint64_t s) {
+          child_free_writes(dir, ref.keys, h, rep, s, plan);
+        });
+    if (plan.landed) {
+      ++landed[free_damage_name(kind)];
+    } else {
+      missed.push_back("iteration " + std::to_string(it) + ": " + what);
+    }
+  }
+  c.print_summary("free records");
+  for (const std::string& f : c.failures) FAIL_CHECK(f);
+  if (c.stopped() && env("OFFHEAP_DAMAGE_ALL") == nullptr) {
+    WARN("stopped after " << c.failures.size() << " failures (OFFHEAP_DAMAGE_ALL=1 runs on)");
+    return;
+  }
+  // The test can fail: every damage found its target and was written, and
+  // the children's writes went down every path.
+  for (const std::string& m : missed) FAIL_CHECK("the damage did not land: " << m);
+  if (only_kind == nullptr && only_it == nullptr && n >= kFreeDamages) {
+    for (std::size_t k = 0; k < kFreeDamages; ++k) {
+      const char* name = free_damage_name(static_cast<FreeDamage>(k));
+      INFO(name);
+      CHECK(landed[name] > 0);
+    }
+  }
+  if (only_it == nullptr) {
+    CHECK(c.count("clean.rw.opened") > 0);
+    CHECK(c.count("clean.free.neighbour") > 0);      // writes of the records beside the damage
+    CHECK(c.count("clean.free.drain") > 0);          // puts from the damaged record's class
+    CHECK(c.count("clean.free.merges") > 0);         // removals beside free records
+    CHECK(c.count("clean.free.index_doubled") > 0);  // every shard's index grew
+    CHECK(c.count("clean.reopen.opened") > 0);
+  }
 }

@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer target on the open and recovery path of file-backed
 # stores (tests/fuzz/open_fuzz.cpp) with clang, AddressSanitizer and UBSan,
-# and runs it for a bounded time from a fresh corpus.
+# and runs it for a bounded time from a fresh corpus, seeded with each
+# variant untouched and with the inputs in tests/fuzz/seeds/*.txt (targeted
+# patches at free records, inputs that found defects: a seed that fails
+# stops the run at once).
 #
 #   tests/fuzz/run_fuzz.sh [build dir] [seconds]      (defaults: build/fuzz, 60)
 #
@@ -29,7 +32,7 @@ binary="$build_dir/open_fuzz"
 echo "+ $CXX ... -fsanitize=fuzzer,address,undefined tests/fuzz/open_fuzz.cpp -o $binary"
 "$CXX" -std=c++20 -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Wall -Wextra -Iinclude tests/fuzz/open_fuzz.cpp -o "$binary"
+  -Wall -Wextra -Iinclude -Itests tests/fuzz/open_fuzz.cpp -o "$binary"
 
 # The target's scratch stores: in memory where possible (each open syncs),
 # removed at exit (a target that crashes cannot remove its own).
@@ -51,6 +54,20 @@ fi
 trap "$cleanup" EXIT
 # Seeds: each variant untouched, without and with writes (the first byte).
 for v in 0 1 2 3 4 5 6 7; do printf "\\x0$v" >"$corpus/seed-$v"; done
+# And tests/fuzz/seeds/*.txt: targeted patches, and inputs that found
+# defects. One input a line: a name, then hex bytes (spaces ignored) or
+# base64:<data>; '#' starts a comment.
+for list in tests/fuzz/seeds/*.txt; do
+  while read -r name data; do
+    case "$name" in '' | '#'*) continue ;; esac
+    data=${data%%#*}
+    data=${data//[[:space:]]/}
+    case "$data" in
+      base64:*) printf '%s' "${data#base64:}" | base64 -d >"$corpus/$name" ;;
+      *) printf "$(printf '%s' "$data" | sed 's/../\\x&/g')" >"$corpus/$name" ;;
+    esac
+  done <"$list"
+done
 
 echo "+ $binary -max_total_time=$seconds -timeout=$timeout ... $corpus"
 status=0

@@ -115,9 +115,10 @@ class OffHeapStore {
   /// Effects (file-backed stores): stops the maintenance thread and, unless
   /// read-only or Durability::none, writes every record to disk, saves each
   /// shard's index and free lists, and marks the store clean, so that the
-  /// next open maps them instead of scanning. A store that met damage
-  /// (stats().corrupt_records > 0) is written to disk but not marked clean:
-  /// its next open rebuilds it from the records. Later writes are refused
+  /// next open maps them instead of scanning. A store that met damage its
+  /// open did not already step over (a record failing its checksum, a
+  /// damaged free list) is written to disk but not marked clean: its next
+  /// open rebuilds it from the records. Later writes are refused
   /// (Errc::read_only); reads go on working until the object goes. Does
   /// nothing for anonymous stores, or the second time.
   /// Throws: Error(io_error), Error(out_of_space); the store is then left
@@ -145,7 +146,7 @@ class OffHeapStore {
     // dropped) is left unclean: its next open rebuilds every shard from its
     // records, which steps over the damage instead of trusting it.
     for (const Shard& s : shards_) {
-      if (s.corrupt_records() != 0) return;
+      if (s.damage_left() != 0) return;
     }
     for (Shard& s : shards_) s.save_state(files_->meta.generation);
     detail::sync_dir(files_->dir.get(), name(), files_->path);

@@ -81,14 +81,15 @@ class FreeLists {
   }
 
   /// Whether `loc` holds what a list of class `c` may hold: inside the
-  /// journal, a free record whose capacity is of class c and fits its chunk,
+  /// journal's records (below the tail), a free record whose capacity is of
+  /// class c and fits there,
   /// and (above 16 bytes) the footer that repeats it. Everything a list
   /// leads to is checked so before it is followed or written to: in a store
   /// reopened from its state files, the free records were never read, and
   /// a damaged file may hold anything there.
   bool sound(Location loc, unsigned c) const noexcept {
     if (loc.is_none() || loc.chunk() >= journal_.chunks()) return false;
-    const std::uint64_t size = journal_.chunk_size(loc.chunk());
+    const std::uint64_t size = journal_.records_end(loc.chunk());  // never past the tail
     if (loc.offset() > size || size - loc.offset() < record::kMinRecord) return false;
     const std::byte* rec = journal_.at(loc);
     const record::Meta m = record::read_meta(rec);

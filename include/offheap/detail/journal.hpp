@@ -150,10 +150,15 @@ class Journal {
   std::byte* record_after(Location loc, std::uint64_t bytes) const noexcept {
     const std::uint32_t c = loc.chunk();
     const std::uint64_t off = loc.offset() + bytes;
-    // Chunks past the tail hold no records (only after reset()).
-    const std::uint64_t end = c == tail_chunk_ ? tail_offset_ : c > tail_chunk_ ? 0 : chunk_size(c);
-    if (off + record::kMinRecord > end) return nullptr;
+    if (off + record::kMinRecord > records_end(c)) return nullptr;
     return chunk_base(c) + off;
+  }
+
+  /// Where chunk c's records end: the tail in the tail chunk, the chunk's
+  /// size before it, 0 past it (chunks past the tail hold no records: only
+  /// after reset()).
+  std::uint64_t records_end(std::uint32_t c) const noexcept {
+    return c == tail_chunk_ ? tail_offset_ : c > tail_chunk_ ? 0 : chunk_size(c);
   }
 
   /// If the `bytes` at `loc` end at the tail, moves the tail back to `loc`

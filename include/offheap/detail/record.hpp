@@ -44,7 +44,13 @@
 // release. Reader: load the stamp with acquire (odd or 0: retry), read what
 // it needs with relaxed loads, bounds-check lengths before following them,
 // acquire fence, load the stamp again: any conclusion drawn from the words
-// read holds only if the two loads are equal.
+// read holds only if the two loads are equal. Equal stamps prove a snapshot
+// only where the word is a stamp: once a freed record merges into a
+// neighbour, its old start may become another record's value bytes, which
+// can show any "stamp". The index closes that gap (index.hpp, shard.hpp): a
+// reader also requires the slot to still lead to the record and the index
+// generation, loaded before the slot and moved by every merge, to be
+// unchanged, and only then lets a length read here size anything.
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>

@@ -45,6 +45,9 @@ typename Shard<P>::Recovery Shard<P>::recover(bool writable) {
   for (std::uint32_t c = 0; c < chunks; ++c) room += journal_.chunk_size(c) / record::kMinRecord;
   index_.reserve_empty(std::min(journal_.records_hint(), room) * 9 / 8);
   std::uint64_t max_stamp = 2, tail_offset = 0, used = 0;
+  // Until the scan has found the tail, every chunk counts as records to its
+  // end (the free lists check what they link against it).
+  if (chunks != 0) journal_.set_tail(chunks - 1, journal_.chunk_size(chunks - 1), 0);
   for (std::uint32_t c = 0; tail < chunks && c < tail; ++c) {  // none if no chunk holds records
     used += journal_.chunk_size(c);
     scan_chunk(c, false, writable, losers, max_stamp, r);
@@ -97,6 +100,7 @@ typename Shard<P>::Recovery Shard<P>::recover(bool writable) {
   r.superseded = losers.size();
   r.records = size();
   corrupt_.fetch_add(r.dropped, std::memory_order_relaxed);
+  recovered_damage_ += r.dropped;  // turned into free space: nothing left to rebuild
   return r;
 }
 
@@ -166,8 +170,13 @@ std::uint64_t Shard<P>::scan_chunk(std::uint32_t c, bool is_tail, bool writable,
         // for record-like bytes met while stepping over garbage).
         if (on_chain) ++r.dropped;
       } else if (m.state() == record::State::free) {
+        // A free record is stepped over whole only if its last word agrees
+        // (the footer; in a 16-byte one, the previous-link): a damaged
+        // capacity must not swallow the records after it.
         const std::uint64_t cap = m.capacity();
-        if (cap >= record::kMinPayload && cap % 8 == 0 && kHeader + cap <= end - pos) {
+        if (cap >= record::kMinPayload && cap % 8 == 0 && kHeader + cap <= end - pos &&
+            record::capacity_from_footer(load_relaxed(record::payload_words(rec) + cap / 8 - 1)) ==
+                cap) {
           if (!in_run) {
             in_run = true;
             run = pos;

@@ -14,12 +14,24 @@
 // Reads take no lock: they walk the index, validate each candidate record
 // with its stamp, and draw a conclusion (this key, another key, gone) only
 // from words read between two equal stamps, from a slot that still leads to
-// the same record, while the index generation has not moved. Callers hold
-// an EpochGuard, so an index table replaced by growth stays mapped until
-// they are done (epoch.hpp); chunks are never unmapped while the store lives.
-// A reader that loses many races in a row to writers of its record takes the
-// writer lock for one read, so a key under continuous rewrite is still read
-// in bounded time (not with NullLock, where it keeps yielding).
+// the same record, while the index generation loaded before the slot has
+// not moved. Two writer rules make that enough against values shaped like
+// headers: a removal empties its slot's location before the record is freed
+// (a slot whose key went away leads nowhere), and a merge of free records,
+// after which a location a reader holds may lie inside another record's
+// value, moves the generation before the merged space can be reused
+// (Index::invalidate_readers). Callers hold an EpochGuard, so an index
+// table replaced by growth stays mapped until they are done (epoch.hpp);
+// chunks are never unmapped while the store lives. A reader that loses many
+// races in a row to writers of its record takes the writer lock for one
+// read, so a key under continuous rewrite is still read in bounded time (not
+// with NullLock, where it keeps yielding).
+//
+// This header keeps the read and write paths; the shard's other concerns
+// are defined out of the class in headers of their own, included at the end:
+// space.hpp (allocation, freeing, merging), index_growth.hpp, walk.hpp
+// (for_each), durability.hpp (syncs, deferred frees), integrity.hpp (damage
+// met in files), recovery.hpp, state_file.hpp, verify.hpp.
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
@@ -355,11 +367,15 @@ class alignas(64) Shard {
 
   const Journal& journal() const noexcept { return journal_; }
   Journal& journal() noexcept { return journal_; }
-  /// Damaged records and free lists met (recovery, reads, writes): a store
-  /// that met any is not saved clean, so that its next open rebuilds.
+  /// Damaged records and free lists met (recovery, reads, writes).
   std::uint64_t corrupt_records() const noexcept {
     return corrupt_.load(std::memory_order_relaxed) + free_.damaged();
   }
+  /// Damage met since the open that is still in the files (records left
+  /// where they lie, free records no list holds): a store with any is not
+  /// saved clean, so that its next open rebuilds it. (What recovery dropped
+  /// became free space.)
+  std::uint64_t damage_left() const noexcept { return corrupt_records() - recovered_damage_; }
 
   // ---- file-backed shards -----------------------------------------------------
 
@@ -602,108 +618,11 @@ class alignas(64) Shard {
     }
   }
 
-  /// for_each's read of one slot of table `t`: copies the record its key
-  /// leads to into kbuf/vbuf and returns true only for a record that is its
-  /// key's current one. While `t` is the current table, the slot must still
-  /// lead to the record and the generation (loaded before the slot, as in
-  /// probe()) stay put, before any length read from the record sizes a
-  /// buffer and after the copy; once growth replaced `t`, its slots are
-  /// frozen and may lead anywhere, so the key is read and confirmed through a
-  /// lookup in the current table (copy_from_frozen). A record rewritten
-  /// continuously meanwhile may be skipped: the walk promises only keys left
-  /// alone during it.
+  // walk.hpp: for_each's reads
   bool copy_record(const IndexTable* t, const std::uint64_t* slot, std::string& kbuf,
-                   std::string& vbuf) const {
-    Backoff backoff;
-    for (; !backoff.exhausted(); backoff.pause()) {
-      // First, as in probe(): what is read below counts only while it stays.
-      const std::uint64_t generation = index_.acquire_generation();
-      if (index_.acquire_table() != t) return copy_from_frozen(slot, kbuf, vbuf);
-      const Location loc = Location::from_raw(load_acquire(slot));
-#if defined(OFFHEAP_TESTING_READ_HOOK)
-      testing_reader_step();
-#endif
-      if (loc.is_none()) return false;  // its key was removed
-      std::uint64_t avail = 0;
-      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
-      if (rec == nullptr) {
-        if (index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) return false;
-        continue;
-      }
-      const std::uint64_t s1 = record::read_stamp(rec);
-      if (!record::stamp_is_stable(s1)) {
-        // 0: zeroed by clear() (the generation moved) or damage. Odd: a
-        // write in progress (worth waiting for, within the backoff) or
-        // bytes that are no stamp (the generation moves).
-        if (s1 == 0 && index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) {
-          return false;
-        }
-        continue;
-      }
-      const record::Meta m = record::read_meta(rec);
-      const bool whole = m.state() == record::State::live &&
-                         record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail;
-      if (!record::validate(rec, s1)) continue;
-      // The header belongs to the record the slot leads to only while the
-      // generation stays and the slot still leads here; then, and only then,
-      // may its lengths size the buffers.
-      if (!index_.unchanged_since(generation)) continue;
-      if (load_relaxed(slot) != loc.raw()) continue;  // the slot moved on
-      if (!whole) return false;  // a slot leads to a record that is not live only in damage
-      kbuf.resize(m.key_len);
-      vbuf.resize(m.value_len);
-      record::copy_out(kbuf.data(), rec, 0, m.key_len);
-      record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
-      const std::uint32_t stored = record::stored_checksum(rec);
-      if (!record::validate(rec, s1) || !index_.unchanged_since(generation)) continue;
-      if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf) != stored) {
-        // A damaged record: skipped (and counted), so that a walk can
-        // salvage what is intact.
-        corrupt_.fetch_add(1, std::memory_order_relaxed);
-        return false;
-      }
-      return true;
-    }
-    return false;
-  }
+                   std::string& vbuf) const;
 
-  /// copy_record() for a slot of a table that growth replaced: reads the
-  /// key the slot leads to (a key length sizes at most 64 KiB), then looks
-  /// the key up in the current table, which copies the value only if the
-  /// key's current record is the one the slot led to.
-  bool copy_from_frozen(const std::uint64_t* slot, std::string& kbuf, std::string& vbuf) const {
-    Backoff backoff;
-    for (; !backoff.exhausted(); backoff.pause()) {
-      const Location loc = Location::from_raw(load_acquire(slot));
-      if (loc.is_none()) return false;
-      std::uint64_t avail = 0;
-      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
-      if (rec == nullptr) return false;
-      const std::uint64_t s1 = record::read_stamp(rec);
-      if (s1 == 0) return false;
-      if ((s1 & 1) != 0) continue;
-      const record::Meta m = record::read_meta(rec);
-      if (m.state() != record::State::live || record::kHeaderBytes + m.key_len > avail) {
-        if (record::validate(rec, s1)) return false;
-        continue;
-      }
-      kbuf.resize(m.key_len);
-      record::copy_out(kbuf.data(), rec, 0, m.key_len);
-      if (!record::validate(rec, s1)) continue;
-      // kbuf may hold any bytes (the slot is stale): the lookup decides.
-      bool same = false;
-      lookup(kbuf, hash_(kbuf),
-             [&](Location l, const std::byte* r, const record::Meta& cm, std::uint64_t s) {
-               same = l == loc && s == s1;
-               if (!same) return true;
-               vbuf.resize(cm.value_len);
-               record::copy_out(vbuf.data(), r, cm.key_len, cm.value_len);
-               return record::validate(r, s);
-             });
-      return same;
-    }
-    return false;
-  }
+  bool copy_from_frozen(const std::uint64_t* slot, std::string& kbuf, std::string& vbuf) const;
 
   [[gnu::always_inline]] Index::Found find_for_write(std::string_view key, std::uint64_t h) const {
     return index_.find(h, [&](Location loc) {
@@ -733,59 +652,13 @@ class alignas(64) Shard {
     return find_intact_durable(key, h);
   }
 
+  // space.hpp: room for records, freeing and merging
   void rewrite_in_place(Location loc, std::byte* rec, std::uint64_t cap, std::uint64_t need,
-                        std::string_view key, std::string_view value, std::uint8_t type) noexcept {
-    if (cap - need < record::kMinRecord) {
-      record::rewrite_value(rec, next_stamp(), key, value, type, cap);
-      return;
-    }
-    // Shrink, and free the tail of the old payload.
-    record::rewrite_value(rec, next_stamp(), key, value, type, need);
-    const Location rest = Location::make(loc.chunk(), loc.offset() + record::kHeaderBytes + need);
-    release(rest, journal_.at(rest), cap - need - record::kHeaderBytes, false);
-    live_bytes_ -= cap - need;
-  }
-
-  Slot allocate(std::uint64_t need) {
-    const FreeLists::Taken t = free_.take(need);
-    if (!t.loc.is_none()) {
-      const bool prev_free = record::read_meta(t.rec).prev_free();
-      if (t.capacity - need < record::kMinRecord) {
-        // Taken whole: the record after it no longer follows a free one.
-        if (std::byte* next = journal_.record_after(t.loc, record::kHeaderBytes + t.capacity)) {
-          record::set_prev_free(next, false);
-        }
-        return {t.loc, t.rec, t.capacity, prev_free};
-      }
-      const Location rest =
-          Location::make(t.loc.chunk(), t.loc.offset() + record::kHeaderBytes + need);
-      release(rest, journal_.at(rest), t.capacity - need - record::kHeaderBytes, false);
-      return {t.loc, t.rec, need, prev_free};
-    }
-    const Location loc = journal_.append(
-        record::kHeaderBytes + need, [this](Location l, std::byte* r, std::uint64_t bytes) {
-          // Space the tail skips, after a live record (a free record never
-          // ends at the tail: release() hands it back).
-          push_free_range(l, r, bytes, false, next_stamp());
-        });
-    return {loc, journal_.at(loc), need, false};
-  }
-
-  /// Makes `bytes` (>= kMinRecord) at `l` free records, in pieces that fit
-  /// the 32-bit capacity field; `prev_free`: the record before is free.
+                        std::string_view key, std::string_view value, std::uint8_t type) noexcept;
+  Slot allocate(std::uint64_t need);
   void push_free_range(Location l, std::byte* r, std::uint64_t bytes, bool prev_free,
-                       std::uint64_t stamp) noexcept {
-    if (durable_) journal_.mark_dirty(l.chunk());
-    while (bytes != 0) {
-      std::uint64_t piece = std::min(bytes, record::kHeaderBytes + record::kMaxFreeCapacity);
-      if (bytes - piece != 0 && bytes - piece < record::kMinRecord) piece -= record::kMinRecord;
-      free_.push(r, l, piece - record::kHeaderBytes, stamp, prev_free);
-      prev_free = true;
-      l = Location::make(l.chunk(), l.offset() + piece);
-      r += piece;
-      bytes -= piece;
-    }
-  }
+                       std::uint64_t stamp) noexcept;
+  void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
 
   /// Writes key -> value into a slot allocate() returned, with its checksum
   /// in file-backed stores.
@@ -819,129 +692,11 @@ class alignas(64) Shard {
   void note_sync_error(int err) noexcept;
   [[noreturn, gnu::cold]] void sync_failed(int err);
 
-  /// Frees the slot at `loc` (payload `cap` bytes; `prev_free`: the record
-  /// before it is free). Merges it with the free records on either side in
-  /// its chunk (up to the 32-bit capacity), then gives the whole back to the
-  /// journal's tail if it ends there, else pushes it on a free list and marks
-  /// the record after it. Either way the slot's stamp changes first.
-  void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept {
-    constexpr std::uint64_t kHeader = record::kHeaderBytes;
-    if (durable_) journal_.mark_dirty(loc.chunk());
-    // The slot's own stamp changes before anything else, even if it is about
-    // to vanish into the free record before it: a reader still copying it
-    // must fail its second check before a footer or link lands in its bytes.
-    record::write_free(rec, next_stamp(), cap, Location::none(), Location::none(), prev_free);
-    bool merged = false;
-    if (prev_free && loc.offset() >= record::kMinRecord) {
-      // The footer says where the free record before starts; in a file it
-      // may say anything, so it is followed only to a sound free record on
-      // its list (else no merge: always so but in a damaged file).
-      const std::uint64_t pcap = record::capacity_from_footer(load_relaxed(word_at(rec - 8)));
-      if (FreeLists::valid_capacity(pcap) && pcap + kHeader <= loc.offset() &&
-          pcap + kHeader + cap <= record::kMaxFreeCapacity) {
-        const Location ploc = Location::make(loc.chunk(), loc.offset() - kHeader - pcap);
-        const bool sound = free_.sound(ploc, FreeLists::class_of(pcap));
-        assert(sound || durable_);
-        if (sound && free_.unlink(ploc, pcap)) {
-          std::byte* prec = journal_.at(ploc);
-          merged = true;
-          prev_free = record::read_meta(prec).prev_free();
-          loc = ploc;
-          rec = prec;
-          cap += kHeader + pcap;
-        }
-      }
-    }
-    for (;;) {
-      std::byte* next = journal_.record_after(loc, kHeader + cap);
-      if (next == nullptr) break;
-      const record::Meta m = record::read_meta(next);
-      if (m.state() != record::State::free) break;
-      const std::uint64_t ncap = m.value_len;
-      if (!FreeLists::valid_capacity(ncap) || cap + kHeader + ncap > record::kMaxFreeCapacity) break;
-      const Location nloc = Location::make(loc.chunk(), loc.offset() + kHeader + cap);
-      if (!free_.sound(nloc, FreeLists::class_of(ncap)) || !free_.unlink(nloc, ncap)) {
-        assert(durable_);
-        break;
-      }
-      merged = true;
-      cap += kHeader + ncap;
-    }
-    // Record starts inside the merged record are gone: its space may now be
-    // reused for values shaped like headers, at locations readers may hold.
-    if (merged) index_.invalidate_readers();
-    if (journal_.retract_tail(loc, kHeader + cap)) {
-      // Beyond the tail now; still stamped afresh for readers holding it.
-      record::write_free(rec, next_stamp(), cap, Location::none(), Location::none(), prev_free);
-      return;
-    }
-    free_.push(rec, loc, cap, next_stamp(), prev_free);
-    if (std::byte* next = journal_.record_after(loc, kHeader + cap)) record::set_prev_free(next, true);
-  }
-
-  /// Grows (or rebuilds) the index; every entry's key is read from its
-  /// record, inside its chunk: an entry whose record a damaged file made
-  /// unreadable is left out, counted.
-  void grow_index() {
-    retire(index_.grow([this](Location loc, std::uint64_t& h) {
-      std::uint64_t avail = 0;
-      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
-      const record::Meta m = rec != nullptr ? record::read_meta(rec) : record::Meta{};
-      // (Recovery indexes dead markers too, until it has seen every record.)
-      if (rec == nullptr ||
-          (m.state() != record::State::live && m.state() != record::State::dead) ||
-          record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) > avail) {
-        assert(durable_);
-        corrupt_.fetch_add(1, std::memory_order_relaxed);
-        records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-        return false;
-      }
-      h = hash_(std::string_view(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len));
-      return true;
-    }));
-    if (durable_) journal_.set_records_hint(size());
-  }
-
-  /// Hands an index table that growth replaced to the epoch domain: it is
-  /// freed once no reader can still be inside it. The lock is held.
-  void retire(IndexTable* t) noexcept {
-    t->retire_epoch = domain_.advance();
-    t->next_retired = retired_;
-    retired_ = t;
-    reclaim();
-  }
-
-  /// Frees the retired tables that every reader has left. The lock is held
-  /// (or the shard is being destroyed).
-  void reclaim() noexcept {
-    if (retired_ == nullptr) return;
-#if defined(OFFHEAP_TESTING_NO_GRACE_PERIOD)
-    // Test-only build: frees at once, to prove the reclamation test can fail.
-    free_retired(~std::uint64_t{0});
-#else
-    free_retired(domain_.safe_epoch());
-#endif
-  }
-
-  void free_retired(std::uint64_t safe) noexcept {
-    for (IndexTable** link = &retired_; *link != nullptr;) {
-      IndexTable* t = *link;
-      if (t->retire_epoch <= safe) {
-        *link = t->next_retired;
-#if defined(OFFHEAP_ASAN)
-        // Kept mapped but poisoned (all but the header), so that a reader
-        // that outlived its grace period is reported; unmapped with the shard.
-        asan_poison(t + 1, t->mapped_bytes - sizeof(IndexTable));
-        t->next_retired = quarantine_;
-        quarantine_ = t;
-#else
-        IndexTable::destroy(t);
-#endif
-      } else {
-        link = &t->next_retired;
-      }
-    }
-  }
+  // index_growth.hpp
+  void grow_index();
+  void retire(IndexTable* t) noexcept;
+  void reclaim() noexcept;
+  void free_retired(std::uint64_t safe) noexcept;
 
   std::uint64_t next_stamp() noexcept {
     stamp_ += 2;
@@ -984,6 +739,7 @@ class alignas(64) Shard {
   std::vector<Location> dead_found_;  // recovery only: dead markers met
   unsigned batch_size_ = 0;
   mutable std::atomic<std::uint64_t> corrupt_{0};  // damaged records met (recovery, reads)
+  std::uint64_t recovered_damage_ = 0;  // of which recovery turned into free space
 };
 
 }  // namespace offheap::detail
@@ -991,7 +747,10 @@ class alignas(64) Shard {
 // The shard's other concerns, defined out of the class in headers of their
 // own (each includes this one): whoever includes the shard gets them all.
 #include <offheap/detail/durability.hpp>
+#include <offheap/detail/index_growth.hpp>
 #include <offheap/detail/integrity.hpp>
 #include <offheap/detail/recovery.hpp>
+#include <offheap/detail/space.hpp>
 #include <offheap/detail/state_file.hpp>
 #include <offheap/detail/verify.hpp>
+#include <offheap/detail/walk.hpp>

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+// for_each's walk of a shard: the index table is read slot by slot while
+// writers go on, each slot's record copied out under the same rules as a
+// lookup (a generation loaded before the slot, the slot still leading to the
+// record, no length used before both hold). A table that growth replaced
+// meanwhile is frozen: its slots may lead to records that were freed and
+// merged since, so a key read through one is confirmed by a lookup in the
+// current table, which copies the value.
+#pragma once
+
+#include <offheap/detail/shard.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace offheap::detail {
+
+/// for_each's read of one slot of table `t`: copies the record its key
+/// leads to into kbuf/vbuf and returns true only for a record that is its
+/// key's current one. While `t` is the current table, the slot must still
+/// lead to the record and the generation (loaded before the slot, as in
+/// probe()) stay put, before any length read from the record sizes a
+/// buffer and after the copy; once growth replaced `t`, its slots are
+/// frozen and may lead anywhere, so the key is read and confirmed through a
+/// lookup in the current table (copy_from_frozen). A record rewritten
+/// continuously meanwhile may be skipped: the walk promises only keys left
+/// alone during it.
+template <class P>
+bool Shard<P>::copy_record(const IndexTable* t, const std::uint64_t* slot, std::string& kbuf,
+                 std::string& vbuf) const {
+  Backoff backoff;
+  for (; !backoff.exhausted(); backoff.pause()) {
+    // First, as in probe(): what is read below counts only while it stays.
+    const std::uint64_t generation = index_.acquire_generation();
+    if (index_.acquire_table() != t) return copy_from_frozen(slot, kbuf, vbuf);
+    const Location loc = Location::from_raw(load_acquire(slot));
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+    testing_reader_step();
+#endif
+    if (loc.is_none()) return false;  // its key was removed
+    std::uint64_t avail = 0;
+    const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+    if (rec == nullptr) {
+      if (index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) return false;
+      continue;
+    }
+    const std::uint64_t s1 = record::read_stamp(rec);
+    if (!record::stamp_is_stable(s1)) {
+      // 0: zeroed by clear() (the generation moved) or damage. Odd: a
+      // write in progress (worth waiting for, within the backoff) or
+      // bytes that are no stamp (the generation moves).
+      if (s1 == 0 && index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) {
+        return false;
+      }
+      continue;
+    }
+    const record::Meta m = record::read_meta(rec);
+    const bool whole = m.state() == record::State::live &&
+                       record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail;
+    if (!record::validate(rec, s1)) continue;
+    // The header belongs to the record the slot leads to only while the
+    // generation stays and the slot still leads here; then, and only then,
+    // may its lengths size the buffers.
+    if (!index_.unchanged_since(generation)) continue;
+    if (load_relaxed(slot) != loc.raw()) continue;  // the slot moved on
+    if (!whole) return false;  // a slot leads to a record that is not live only in damage
+    kbuf.resize(m.key_len);
+    vbuf.resize(m.value_len);
+    record::copy_out(kbuf.data(), rec, 0, m.key_len);
+    record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
+    const std::uint32_t stored = record::stored_checksum(rec);
+    if (!record::validate(rec, s1) || !index_.unchanged_since(generation)) continue;
+    if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf) != stored) {
+      // A damaged record: skipped (and counted), so that a walk can
+      // salvage what is intact.
+      corrupt_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+/// copy_record() for a slot of a table that growth replaced: reads the
+/// key the slot leads to (a key length sizes at most 64 KiB), then looks
+/// the key up in the current table, which copies the value only if the
+/// key's current record is the one the slot led to.
+template <class P>
+bool Shard<P>::copy_from_frozen(const std::uint64_t* slot, std::string& kbuf, std::string& vbuf) const {
+  Backoff backoff;
+  for (; !backoff.exhausted(); backoff.pause()) {
+    const Location loc = Location::from_raw(load_acquire(slot));
+    if (loc.is_none()) return false;
+    std::uint64_t avail = 0;
+    const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+    if (rec == nullptr) return false;
+    const std::uint64_t s1 = record::read_stamp(rec);
+    if (s1 == 0) return false;
+    if ((s1 & 1) != 0) continue;
+    const record::Meta m = record::read_meta(rec);
+    if (m.state() != record::State::live || record::kHeaderBytes + m.key_len > avail) {
+      if (record::validate(rec, s1)) return false;
+      continue;
+    }
+    kbuf.resize(m.key_len);
+    record::copy_out(kbuf.data(), rec, 0, m.key_len);
+    if (!record::validate(rec, s1)) continue;
+    // kbuf may hold any bytes (the slot is stale): the lookup decides.
+    bool same = false;
+    lookup(kbuf, hash_(kbuf),
+           [&](Location l, const std::byte* r, const record::Meta& cm, std::uint64_t s) {
+             same = l == loc && s == s1;
+             if (!same) return true;
+             vbuf.resize(cm.value_len);
+             record::copy_out(vbuf.data(), r, cm.key_len, cm.value_len);
+             return record::validate(r, s);
+           });
+    return same;
+  }
+  return false;
+}
+
+}  // namespace offheap::detail

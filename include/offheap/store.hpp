@@ -220,13 +220,19 @@ class OffHeapStore {
     return shards_.for_hash(h).erase(key, h, &expected);
   }
 
-  /// Effects: stores the bytes of a trivially copyable value with T's type
-  /// tag (value_type.hpp). Throws: as put().
+  /// Requires: T has no padding (PaddingFreeValue, value_type.hpp: integers,
+  /// enums, floating point, and structs of them without gaps; a struct
+  /// holding floats is declared with ValueTypeTag<T>::padding_free).
+  /// Effects: stores value's bytes (its object representation; an 80-bit
+  /// long double's 6 padding bytes as zeros) with T's type tag.
+  /// Throws: as put().
   template <class T>
+    requires PaddingFreeValue<T>
   void put_value(std::string_view key, const T& value) {
     constexpr std::uint8_t tag = detail::value_type_tag<T>();
-    const auto bytes = std::bit_cast<std::array<char, sizeof(T)>>(value);
-    const std::string_view v(bytes.data(), bytes.size());
+    std::byte bytes[sizeof(T)];
+    detail::value_bytes(value, bytes);
+    const std::string_view v(reinterpret_cast<const char*>(bytes), sizeof(T));
     check_writable();
     check(key, v);
     write(key, v, tag, Shard::Mode::upsert);

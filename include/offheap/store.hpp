@@ -421,6 +421,14 @@ class OffHeapStore {
       throw Error(Errc::invalid_argument, o.name + ": Options::shards is " +
                                               std::to_string(o.shards) + "; the limit is 1024");
     }
+    if (o.expected_entries > Options::kMaxExpectedEntries) {
+      // 2^40 entries need tens of TiB: beyond that, the index arithmetic
+      // (a double, then doubling a power of two) would overflow.
+      throw Error(Errc::invalid_argument,
+                  o.name + ": Options::expected_entries is " +
+                      std::to_string(o.expected_entries) + "; the limit is 2^40 (" +
+                      std::to_string(Options::kMaxExpectedEntries) + ")");
+    }
     if (o.path.empty() && o.read_only) {
       throw Error(Errc::invalid_argument,
                   o.name + ": Options::read_only needs a file-backed store (Options::path)");

@@ -171,14 +171,8 @@ class EpochDomain {
 
   EpochDomain() {
     slots_ = reinterpret_cast<Slot*>(map_anonymous(kSlotBytes, "offheap", "epoch slots"));
-#if defined(__SANITIZE_THREAD__)
+#if defined(OFFHEAP_TSAN)  // detail/os.hpp: TSan does not know membarrier
     asymmetric_available_ = false;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-    asymmetric_available_ = false;
-#else
-    asymmetric_available_ = register_membarrier();
-#endif
 #else
     asymmetric_available_ = register_membarrier();
 #endif

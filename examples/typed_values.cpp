@@ -6,14 +6,21 @@
 #include <cstdint>
 #include <cstdio>
 
+// put_value stores a struct's bytes as they lie, so it takes only structs
+// without padding: frame fills the 4 bytes the compiler would otherwise add
+// after a lone uint32_t, and the doubles mean the compiler cannot prove the
+// struct padding-free by itself, so it is declared below.
 struct Position {
   double x, y, z;
   std::uint32_t frame;
+  std::uint32_t flags;
 };
+static_assert(sizeof(Position) == 3 * sizeof(double) + 2 * sizeof(std::uint32_t));
 
-// Optional: a tag of its own, so that another 28-byte struct is refused.
 template <>
 struct offheap::ValueTypeTag<Position> {
+  static constexpr bool padding_free = true;  // checked by the static_assert above
+  // Optional: a tag of its own, so that another 32-byte struct is refused.
   static constexpr std::uint8_t value = 130;
 };
 
@@ -21,7 +28,7 @@ int main() {
   offheap::Store store;
   store.put_value("hits", std::uint64_t{41});
   store.put_value("hits", *store.get_value<std::uint64_t>("hits") + 1);
-  store.put_value("ship", Position{1.5, -2.0, 30.25, 7});
+  store.put_value("ship", Position{1.5, -2.0, 30.25, 7, 0});
 
   std::printf("hits = %llu\n", static_cast<unsigned long long>(*store.get_value<std::uint64_t>("hits")));
   const Position p = *store.get_value<Position>("ship");

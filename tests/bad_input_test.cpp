@@ -10,14 +10,19 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <limits>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -392,6 +397,105 @@ TEST_CASE("bad input: chunk sizes out of range are refused with invalid_argument
   accepted(4096, 4096);
   accepted(4096, two48);
   accepted(std::uint64_t{1} << 20, std::uint64_t{1} << 20);
+}
+
+namespace {
+
+/// How an attempt to create a store ended.
+struct Creation {
+  bool returned = false;  // false: still running when the wait ended
+  bool created = false;
+  offheap::Errc code{};
+  std::string what;
+};
+
+/// Creates a store with `o` (and writes and reads one key if that works) on
+/// a thread of its own, waiting at most `limit`. A store that does not come
+/// back is reported, not waited for: the thread is left running (with the
+/// state it writes to), since a constructor that hangs is what this looks for.
+Creation create_within(const offheap::Options& o, std::chrono::seconds limit) {
+  struct Shared {
+    std::mutex m;
+    std::condition_variable cv;
+    Creation c;
+  };
+  const auto shared = std::make_shared<Shared>();
+  std::thread([shared, o] {
+    Creation c;
+    try {
+      offheap::Store s(o);
+      s.put("k", "v");
+      c.created = s.get("k") == std::optional<std::string>("v");
+    } catch (const offheap::Error& e) {
+      c.code = e.code();
+      c.what = e.what();
+    }
+    c.returned = true;
+    const std::lock_guard<std::mutex> g(shared->m);
+    shared->c = c;
+    shared->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> l(shared->m);
+  shared->cv.wait_for(l, limit, [&] { return shared->c.returned; });
+  return shared->c;
+}
+
+}  // namespace
+
+TEST_CASE("bad input: expected_entries above 2^40 is refused with invalid_argument at once",
+          "[bad_input]") {
+  const std::uint64_t limit = std::uint64_t{1} << 40;
+  // 9e18 on one shard: past the largest power-of-two capacity whose 7/8
+  // holds it, where doubling wraps to 0 (last: without the check it hangs).
+  for (const std::uint64_t n : {limit + 1, std::uint64_t{8'000'000'000'000'000'000},
+                                std::numeric_limits<std::uint64_t>::max(),
+                                std::uint64_t{9'000'000'000'000'000'000}}) {
+    for (const std::uint32_t shards : {1u, 0u}) {
+      offheap::Options o;
+      o.name = "huge index";
+      o.expected_entries = n;
+      o.shards = shards;
+      INFO("expected_entries " << n << ", shards " << shards);
+      const auto start = std::chrono::steady_clock::now();
+      const Creation c = create_within(o, std::chrono::seconds(20));
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      INFO("what(): " << c.what);
+      REQUIRE(c.returned);  // else the constructor hangs
+      CHECK(seconds < 1.0);
+      CHECK_FALSE(c.created);
+      CHECK(c.code == Errc::invalid_argument);
+      CHECK(c.what.find("huge index") != std::string::npos);
+      CHECK(c.what.find("Options::expected_entries") != std::string::npos);
+      CHECK(c.what.find(std::to_string(n)) != std::string::npos);
+      CHECK(c.what.find("2^40") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("bad input: expected_entries at its limit maps lazily or says out_of_space",
+          "[bad_input]") {
+  // 2^40 entries on one shard: an index of 2^41 slots (18 TiB of address
+  // space, pages untouched). Either the OS grants the mapping, and the store
+  // works, or it refuses it with out_of_space: never a hang or a crash.
+  offheap::Options o;
+  o.name = "largest index";
+  o.expected_entries = std::uint64_t{1} << 40;
+  o.shards = 1;
+  const Creation c = create_within(o, std::chrono::seconds(20));
+  INFO("what(): " << c.what);
+  REQUIRE(c.returned);
+  if (!c.created) {
+    CHECK(c.code == Errc::out_of_space);
+    CHECK(c.what.find("largest index") != std::string::npos);
+  }
+  // A large but ordinary pre-size works.
+  o.expected_entries = 1'000'000;
+  o.shards = 0;
+  const Creation ordinary = create_within(o, std::chrono::seconds(20));
+  INFO("what(): " << ordinary.what);
+  CHECK(ordinary.returned);
+  CHECK(ordinary.created);
 }
 
 TEST_CASE("bad input: get_value of the wrong type or size throws type_mismatch", "[bad_input]") {

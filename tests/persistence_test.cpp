@@ -39,6 +39,16 @@ struct Point {
   bool operator==(const Point&) const = default;
 };
 
+}  // namespace
+
+// Two doubles, no padding: put_value takes it once declared (value_type.hpp).
+template <>
+struct offheap::ValueTypeTag<Point> {
+  static constexpr bool padding_free = true;
+};
+
+namespace {
+
 /// What a store should hold: key -> value (typed values as their bytes).
 using Model = std::map<std::string, std::string>;
 

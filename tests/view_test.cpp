@@ -90,3 +90,77 @@ TEST_CASE("a view outlives clear() safely", "[view]") {
   CHECK(v.status() == ViewStatus::updated);
   CHECK_THROWS_AS(v.read([](std::string_view) {}), offheap::StaleView);
 }
+
+namespace {
+/// What an empty view must say: falsy, removed, no key, read throws,
+/// refresh gives another empty view.
+void check_empty(const offheap::Store::View& v) {
+  CHECK_FALSE(v);
+  CHECK(v.key().empty());
+  CHECK(v.size() == 0);
+  CHECK(v.status() == ViewStatus::removed);
+  CHECK_THROWS_AS(v.read([](std::string_view) {}), offheap::StaleView);
+  CHECK_FALSE(v.refresh());
+}
+
+std::string read_all(const offheap::Store::View& v) {
+  return v.read([](std::string_view b) { return std::string(b); });
+}
+}  // namespace
+
+TEST_CASE("a moved-from view is empty, whatever its key's length", "[view]") {
+  offheap::Store s;
+  s.put("other", "other's value");
+  // 64 bytes fit the view's inline buffer, 65 and 1000 go to the heap.
+  for (const std::size_t len : {std::size_t{0}, std::size_t{64}, std::size_t{65}, std::size_t{1000}}) {
+    INFO("key of " << len << " bytes");
+    std::string key(len, 'k');
+    for (std::size_t i = 0; i < len; ++i) key[i] = static_cast<char>('a' + i % 26);
+    const std::string value = "value of a " + std::to_string(len) + "-byte key";
+    s.put(key, value);
+
+    // Move construction.
+    offheap::Store::View a = s.view(key);
+    REQUIRE(a);
+    offheap::Store::View b = std::move(a);
+    check_empty(a);  // NOLINT(bugprone-use-after-move): the point of the test
+    REQUIRE(b);
+    CHECK(b.key() == key);
+    CHECK(b.status() == ViewStatus::live);
+    CHECK(read_all(b) == value);
+    CHECK(read_all(b.refresh()) == value);
+
+    // Move assignment, into a view of another key (short) and into an empty one.
+    offheap::Store::View c = s.view("other");
+    c = std::move(b);
+    check_empty(b);  // NOLINT(bugprone-use-after-move)
+    CHECK(c.key() == key);
+    CHECK(read_all(c) == value);
+    offheap::Store::View d;
+    d = std::move(c);
+    check_empty(c);  // NOLINT(bugprone-use-after-move)
+    CHECK(d.key() == key);
+    CHECK(read_all(d) == value);
+    // A moved-from view can be assigned again and works.
+    c = s.view(key);
+    CHECK(c.key() == key);
+    CHECK(read_all(c) == value);
+    // Moving an empty view over a live one empties it.
+    offheap::Store::View e;
+    d = std::move(e);
+    check_empty(d);
+    check_empty(e);  // NOLINT(bugprone-use-after-move)
+    // Copies of a moved-from view are empty too.
+    const offheap::Store::View f = b;
+    check_empty(f);
+
+    // Self-move leaves the view as it was.
+    offheap::Store::View g = s.view(key);
+    offheap::Store::View& alias = g;
+    g = std::move(alias);
+    REQUIRE(g);
+    CHECK(g.key() == key);
+    CHECK(g.status() == ViewStatus::live);
+    CHECK(read_all(g) == value);
+  }
+}

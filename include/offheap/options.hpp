@@ -76,7 +76,12 @@ struct Options {
 
   /// Pre-sizes the index for this many entries, so that a store filled up to
   /// it never rehashes (and new keys allocate nothing). 0: start small.
+  /// Range 0 - kMaxExpectedEntries (2^40); a larger value is refused with
+  /// Errc::invalid_argument. The index maps about 10-20 bytes per entry up
+  /// front (pages are touched only as entries arrive), so near the limit the
+  /// OS may refuse the address space: Errc::out_of_space.
   std::uint64_t expected_entries = 0;
+  static constexpr std::uint64_t kMaxExpectedEntries = std::uint64_t{1} << 40;
 
   /// Shards, each with its own index, journal, free lists, stamp counter and
   /// writer lock: writers to different shards never wait for each other.

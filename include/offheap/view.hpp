@@ -57,12 +57,12 @@ class RecordView {
     }
     return *this;
   }
-  RecordView(RecordView&& other) noexcept { *this = std::move(other); }
+  /// Effects: takes other's record and key; other is left empty (as
+  /// RecordView()): falsy, status() removed, key() empty, read() throws
+  /// StaleView. Moving a view onto itself leaves it as it was.
+  RecordView(RecordView&& other) noexcept { take(other); }
   RecordView& operator=(RecordView&& other) noexcept {
-    of_ = other.of_;
-    key_len_ = other.key_len_;
-    heap_key_ = std::move(other.heap_key_);
-    std::memcpy(inline_key_, other.inline_key_, sizeof inline_key_);
+    if (this != &other) take(other);
     return *this;
   }
 
@@ -134,6 +134,15 @@ class RecordView {
       heap_key_ = std::make_unique<char[]>(key.size());
       std::memcpy(heap_key_.get(), key.data(), key.size());
     }
+  }
+
+  /// Moves other's state here and empties other: its key length must go
+  /// with its heap key, or key() would read past the inline buffer.
+  void take(RecordView& other) noexcept {
+    of_ = std::exchange(other.of_, Of{});
+    key_len_ = std::exchange(other.key_len_, std::uint16_t{0});
+    heap_key_ = std::move(other.heap_key_);
+    if (!heap_key_) std::memcpy(inline_key_, other.inline_key_, key_len_);
   }
 
   [[noreturn]] void throw_stale() const {

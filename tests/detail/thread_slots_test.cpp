@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <offheap/detail/thread_slots.hpp>
+#include <offheap/offheap.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -55,4 +60,54 @@ TEST_CASE("per-thread counters add up across threads", "[thread_slots]") {
   }
   CHECK(hits == want_hits);
   CHECK(hits + misses == 40000);
+}
+
+namespace {
+
+/// A thread_local object whose destructor reads a store. Made before the
+/// thread's first read, it is destroyed after the thread's number was
+/// given back (thread_local objects go in reverse order of construction).
+/// Function-local: GCC registers a translation unit's namespace-scope
+/// thread_locals together, in declaration order, at the first touch of any,
+/// which would put ThreadNumbers' own (declared in the header) first.
+struct LateReader {
+  const offheap::Store* store = nullptr;
+  std::atomic<int>* right = nullptr;      // late reads that returned the value
+  std::atomic<int>* numbered = nullptr;   // late reads that ran under a number
+  ~LateReader() {
+    if (store == nullptr) return;
+    if (store->get("late") == std::optional<std::string>("value")) right->fetch_add(1);
+    if (ThreadNumbers::current() != offheap::detail::kMaxThreads) numbered->fetch_add(1);
+  }
+};
+LateReader& late_reader() {
+  thread_local LateReader reader;
+  return reader;
+}
+
+}  // namespace
+
+TEST_CASE("a read from a thread_local destructor after the thread's number went back takes none",
+          "[thread_slots]") {
+  offheap::Store store;
+  store.put("late", "value");
+  std::atomic<int> right{0}, numbered{0}, early{0};
+  // More threads than there are numbers: one leaked number each would leave
+  // none for later threads.
+  constexpr int kThreads = 1100;
+  for (int i = 0; i < kThreads; ++i) {
+    std::thread([&] {
+      LateReader& late = late_reader();  // constructed now: destroyed after the number's owner
+      late.store = &store;
+      late.right = &right;
+      late.numbered = &numbered;
+      if (store.contains("late")) early.fetch_add(1);  // takes a number
+    }).join();
+  }
+  CHECK(early.load() == kThreads);
+  CHECK(right.load() == kThreads);  // the late reads still read right
+  CHECK(numbered.load() == 0);      // on the shared overflow path, taking no number
+  std::uint32_t fresh = offheap::detail::kMaxThreads;
+  std::thread([&] { fresh = ThreadNumbers::current(); }).join();
+  CHECK(fresh < offheap::detail::kMaxThreads);
 }

@@ -27,13 +27,14 @@
 //
 // Threads beyond kMaxThreads have no slot: they count themselves in a shared
 // counter, and while it is non-zero nothing is freed (reclamation waits; it
-// never races).
+// never races). Likewise a scan whose membarrier fails frees nothing.
 #pragma once
 
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/thread_slots.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 
 #include <linux/membarrier.h>
@@ -43,6 +44,22 @@
 namespace offheap::detail {
 
 enum class FenceMode : std::uint8_t { symmetric, asymmetric };
+
+/// Fault injection for tests: while nonzero, every membarrier call of the
+/// asymmetric scheme fails with this errno instead of being made.
+inline std::atomic<int>& testing_fail_membarrier() noexcept {
+  static std::atomic<int> err{0};
+  return err;
+}
+
+/// membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED): 0, or -1 with errno set.
+inline long membarrier_private_expedited() noexcept {
+  if (const int err = testing_fail_membarrier().load(std::memory_order_relaxed)) {
+    errno = err;
+    return -1;
+  }
+  return ::syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+}
 
 class EpochDomain {
  public:
@@ -118,8 +135,10 @@ class EpochDomain {
   std::uint64_t safe_epoch() const noexcept {
     if (mode() == FenceMode::asymmetric) {
       // Every running thread of the process passes a full barrier: any slot
-      // store that precedes a reader's pointer loads is visible below.
-      ::syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+      // store that precedes a reader's pointer loads is visible below. If
+      // the call fails, a reader's slot store may still sit in its store
+      // buffer, so the scan proves nothing: free nothing this time.
+      if (membarrier_private_expedited() != 0) [[unlikely]] return 0;
     }
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (overflow_readers_.load(std::memory_order_seq_cst) != 0) return 0;
@@ -152,14 +171,8 @@ class EpochDomain {
 
   EpochDomain() {
     slots_ = reinterpret_cast<Slot*>(map_anonymous(kSlotBytes, "offheap", "epoch slots"));
-#if defined(__SANITIZE_THREAD__)
+#if defined(OFFHEAP_TSAN)  // detail/os.hpp: TSan does not know membarrier
     asymmetric_available_ = false;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-    asymmetric_available_ = false;
-#else
-    asymmetric_available_ = register_membarrier();
-#endif
 #else
     asymmetric_available_ = register_membarrier();
 #endif

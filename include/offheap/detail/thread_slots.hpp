@@ -2,7 +2,9 @@
 // Small per-thread numbers, and per-thread counter lines built on them.
 //
 // A thread takes a number in [0, kMaxThreads) the first time it reads a
-// store and gives it back when it exits, so numbers stay dense. A counter
+// store and gives it back when it exits, so numbers stay dense. A read after
+// that (from a thread_local destructor that runs later) takes no new number,
+// which nothing would give back: it goes on the shared overflow path. A counter
 // line per (store, thread number), each on its own cache line, lets readers
 // count hits and misses with plain relaxed stores: a line has one writer at
 // a time, and no reader writes a line another thread writes. Threads beyond
@@ -26,7 +28,8 @@ inline constexpr std::size_t kCacheLine = 64;
 
 class ThreadNumbers {
  public:
-  /// This thread's number, or kMaxThreads when all are taken.
+  /// This thread's number, or kMaxThreads when all are taken or when the
+  /// thread has given its number back on exit.
   static std::uint32_t current() noexcept {
     const std::uint32_t n = tls_number_;
     return n != 0 ? n - 1 : take();
@@ -53,14 +56,20 @@ class ThreadNumbers {
     return *p;
   }
 
+  /// tls_number_ once the thread's number went back: current() then returns
+  /// kMaxThreads without taking one.
+  static constexpr std::uint32_t kGone = kMaxThreads + 1;
+
+  /// Gives the number back at thread exit. Its destructor runs once: a
+  /// number taken after it would never return to the pool.
   struct Owner {
     std::uint32_t number = kMaxThreads;
     ~Owner() {
+      tls_number_ = kGone;
       if (number == kMaxThreads) return;
       Pool& p = pool();
       std::lock_guard<std::mutex> g(p.mutex);
       p.free[p.free_count++] = number;
-      tls_number_ = 0;
     }
   };
 
@@ -82,7 +91,7 @@ class ThreadNumbers {
     return n;
   }
 
-  static thread_local std::uint32_t tls_number_;  // number + 1; 0: none yet
+  static thread_local std::uint32_t tls_number_;  // number + 1; 0: none yet; kGone
   static thread_local Owner owner_;
 };
 

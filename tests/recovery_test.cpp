@@ -18,8 +18,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <csignal>
 #include <cstring>
+#include <iterator>
 #include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 using offheap::Durability;
@@ -161,4 +166,145 @@ TEST_CASE("a durable removal stays removed when a periodic store is reopened in 
     CHECK(after.get("victim") == std::nullopt);
     CHECK(after.get("filler") == std::string(5000, 'f'));
   }
+}
+
+namespace {
+
+std::string u64s(std::uint64_t w) { return std::string(reinterpret_cast<const char*>(&w), 8); }
+
+/// The bytes of a free-record header of `capacity` with no links, as a
+/// writer who controls a value would shape it.
+std::string fake_free_header(std::uint64_t capacity) {
+  const rec::Meta m{static_cast<std::uint32_t>(capacity), 0,
+                    rec::Meta::make_flags(rec::State::free, 0, false, 0), 0};
+  return u64s(2) + u64s(m.encode()) + u64s(0) + u64s(~0ull) + u64s(~0ull);
+}
+
+}  // namespace
+
+TEST_CASE("recovery never lets a free header inside a value hide the records after it",
+          "[files][recovery]") {
+  // A crash inside remove(A) right after its stamp went odd: recovery steps
+  // over A 8 bytes at a time. A's value carries a free-record header whose
+  // footer lies in B's value, written after five victims.
+  TempDir tmp;
+  const fs::path dir = tmp / "store", crash = tmp / "crash";
+  offheap::Options o = opts(dir, Durability::on_close);
+  o.min_chunk_bytes = 64 * 1024;
+  const std::uint64_t cover = 776;  // from inside A's value to inside B's
+  {
+    offheap::Store s(o);
+    std::string va(64, 'q');  // A: chunk offset 0, value at 32
+    va.replace(0, 40, fake_free_header(cover));
+    s.put("attacker", va);
+    for (int i = 0; i < 5; ++i) s.put("victim-" + std::to_string(i), std::string(100, 'v'));
+    std::string vb(64, 'q');  // B: offset 776, value at 808; the fake footer at 824
+    vb.replace(16, 8, u64s(cover << 1 | 1));
+    s.put("attackeB", vb);
+    s.sync();
+    copy_dir(dir, crash);
+  }
+  FileImages files = offheap_test::read_dir_files(crash);
+  std::string& chunk = files.at(fmt::chunk_file_name(0, 0));
+  const std::uint64_t odd = u64_at(chunk, fmt::kChunkHeaderBytes) + 1;
+  std::memcpy(chunk.data() + fmt::kChunkHeaderBytes, &odd, 8);
+  offheap_test::write_dir_files(crash, files);
+  o.path = crash;
+  offheap::Store s(o);
+  for (int i = 0; i < 5; ++i) CHECK(s.get("victim-" + std::to_string(i)) == std::string(100, 'v'));
+  CHECK(s.contains("attackeB"));
+  CHECK(s.verify().empty());
+}
+
+TEST_CASE("every_write: a power loss right after a removal keeps every other record",
+          "[files][recovery]") {
+  // remove(X) merges X into the free record before it and syncs X's pages;
+  // on disk X's header keeps its own capacity while the merged footer ends
+  // it: recovery steps through X's old value, which carries a free header
+  // whose footer lies in B's value, beyond five durable victims.
+  TempDir tmp;
+  const fs::path dir = tmp / "store", img = tmp / "image";
+  offheap::Options o = opts(dir, Durability::every_write);
+  o.min_chunk_bytes = 64 * 1024;
+  const std::uint64_t cover = 896;
+  FileImages image;
+  {
+    offheap::Store s(o);
+    s.put("pppppppp", std::string(5000, 'p'));  // [0, 5032)
+    std::string vx(200, 'x');                   // X: [5032, 5264), value at 5064
+    vx.replace(16, 40, fake_free_header(cover));  // at 5080
+    s.put("xxxxxxxx", vx);
+    for (int i = 0; i < 5; ++i) s.put("victim-" + std::to_string(i), std::string(100, 'v'));
+    std::string vb(64, 'q');  // B: [5944, 6040), value at 5976: the footer at 5992
+    vb.replace(16, 8, u64s(cover << 1 | 1));
+    s.put("bbbbbbbb", vb);
+    s.sync();
+    const FileImages baseline = offheap_test::read_dir_files(dir);
+    SyncRecorder recorder;
+    REQUIRE(s.remove("pppppppp"));
+    REQUIRE(s.remove("xxxxxxxx"));  // merges into P's free record
+    image = recorder.image(baseline, dir);  // the power goes now
+  }
+  offheap_test::write_dir_files(img, image);
+  o.path = img;
+  offheap::Store s(o);
+  for (int i = 0; i < 5; ++i) CHECK(s.get("victim-" + std::to_string(i)) == std::string(100, 'v'));
+  CHECK(s.contains("bbbbbbbb"));
+  CHECK_FALSE(s.contains("xxxxxxxx"));
+  CHECK_FALSE(s.contains("pppppppp"));
+}
+
+TEST_CASE("every_write: recovery frees an older record only once the newer one is on disk",
+          "[files][recovery]") {
+  // K = v1 is on disk. A child is killed as put(K, v2) starts its msync:
+  // v2 is whole in the page cache, not on disk. The reopen takes v2 and
+  // frees v1; a power loss then (the kernel may have written v1's freed
+  // page back, not v2's) must still find one of them.
+  TempDir tmp;
+  const fs::path dir = tmp / "store", img = tmp / "image";
+  offheap::Options o = opts(dir, Durability::every_write);
+  o.min_chunk_bytes = 64 * 1024;
+  {
+    offheap::Store s(o);
+    s.put("K", std::string(5000, '1'));    // v1: chunk pages 0 and 1
+    s.put("pad", std::string(4000, '.'));  // v2 starts on another page
+  }  // a clean close: everything durable
+  const FileImages baseline = offheap_test::read_dir_files(dir);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    offheap::Store s(o);
+    offheap::detail::testing_sync_observer().store([](const void*, std::uint64_t, bool done) {
+      if (!done) ::raise(SIGKILL);
+    });
+    s.put("K", std::string(5000, '2'));
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  // On disk: the baseline, with the meta the child's open wrote durably.
+  FileImages durable = baseline;
+  const FileImages after_kill = offheap_test::read_dir_files(dir);
+  durable["meta"] = after_kill.at("meta");
+  for (auto it = durable.begin(); it != durable.end();) {
+    it = after_kill.count(it->first) == 0 ? durable.erase(it) : std::next(it);
+  }
+  {
+    SyncRecorder recorder;
+    offheap::Store s(o);  // recovery: v2 wins
+    CHECK(s.get("K") == std::string(5000, '2'));
+    FileImages image = recorder.image(durable, dir);
+    // The kernel wrote back the page that holds v1's header (now free).
+    const std::string chunk = fmt::chunk_file_name(0, 0);
+    const FileImages now = offheap_test::read_dir_files(dir);
+    image[chunk].replace(fmt::kChunkHeaderBytes, 4096, now.at(chunk), fmt::kChunkHeaderBytes, 4096);
+    image["meta"] = now.at("meta");
+    offheap_test::write_dir_files(img, image);
+  }
+  o.path = img;
+  offheap::Store s(o);
+  const auto k = s.get("K");
+  CHECK((k == std::string(5000, '1') || k == std::string(5000, '2')));
 }

@@ -161,7 +161,8 @@ class OffHeapStore {
   /// Throws: Error(io_error) if the OS reports a failed write-back; the
   /// store then refuses further writes (a retried sync can falsely succeed).
   void sync() {
-    if (!files_ || files_->read_only) return;
+    // Once close() began, its own syncs and saved state are what counts.
+    if (!files_ || files_->read_only || files_->closed.load(std::memory_order_relaxed)) return;
     if (const int err = files_->sync_error.load(std::memory_order_relaxed)) throw_sync_failed(err);
     for (Shard& s : shards_) {
       if (const int err = s.sync(false)) throw_sync_failed(err);
@@ -302,11 +303,14 @@ class OffHeapStore {
   }
 
   /// Effects: calls fn(std::string_view value) on key's value in place, with
-  /// no copy. fn may be called more than once: if a writer changed the record
-  /// while fn ran, that call's bytes may be mixed and read() calls fn again
-  /// on the new value; only the last call saw a consistent value. fn should
-  /// therefore only read and compute (no side effects it cannot repeat).
-  /// Returns: whether key was present (fn not called if not).
+  /// no copy. fn may be called more than once: if a writer changed or
+  /// removed the record while fn ran, that call's bytes may be mixed or
+  /// another record's, and read() looks again (calling fn on the new value,
+  /// if the key is still there). Only the last call, and only if read()
+  /// returns true, saw the key's value: fn should only read and compute (no
+  /// side effects it cannot repeat), and must not trust lengths inside the
+  /// value on the calls whose result is thrown away.
+  /// Returns: whether key was present (if false, discard what fn produced).
   /// The string_view is valid only during the call.
   template <class F>
   bool read(std::string_view key, F&& fn) const {

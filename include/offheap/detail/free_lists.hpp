@@ -64,7 +64,12 @@ class FreeLists {
     return c == kExactClasses ? kExactLimit + 8 : p;
   }
 
-  FreeLists(const Journal& journal, const std::string& name) : journal_(journal) {
+  /// `check`: the free records may come from files, which a damage may
+  /// have changed: every record a list leads to is checked before it is
+  /// followed. Otherwise (anonymous memory, written only by this code) the
+  /// same checks are assertions.
+  FreeLists(const Journal& journal, const std::string& name, bool check = true)
+      : journal_(journal), check_(check) {
     table_ = reinterpret_cast<std::uint64_t*>(
         map_anonymous(round_up(kTableBytes, page_size()), name, "the free-list table"));
     clear();
@@ -102,6 +107,24 @@ class FreeLists {
            load_relaxed(record::payload_words(rec) + cap / 8 - 1) == (cap << 1 | 1);
   }
 
+  /// Whether the record at `loc` sits in a sound doubly linked list of
+  /// class c between `prev` and `next` (its own links).
+  bool links_sound(Location loc, unsigned c, Location next, Location prev) const noexcept {
+    const bool next_ok = next.is_none() || (next != loc && sound(next, c) &&
+                                            record::free_prev(journal_.at(next)) == loc);
+    const bool prev_ok = prev.is_none() ? heads()[c] == loc.raw()
+                                        : prev != loc && sound(prev, c) &&
+                                              record::free_next(journal_.at(prev)) == loc;
+    return next_ok && prev_ok && records()[c] != 0;
+  }
+
+  /// sound(), where lists are checked; else asserted and taken as true.
+  bool may_follow(Location loc, unsigned c) const noexcept {
+    if (check_) return sound(loc, c);
+    assert(sound(loc, c));
+    return true;
+  }
+
   /// Turns the slot at `loc` into a free record of `capacity` (a valid
   /// capacity) payload bytes stamped `stamp` (its prev-free bit given), and
   /// pushes it on its class.
@@ -110,7 +133,7 @@ class FreeLists {
     assert(valid_capacity(capacity));
     const unsigned c = class_of(capacity);
     Location head = Location::from_raw(heads()[c]);
-    if (!head.is_none() && !(sound(head, c) && record::free_prev(journal_.at(head)).is_none())) {
+    if (!head.is_none() && !(may_follow(head, c) && record::free_prev(journal_.at(head)).is_none())) {
       drop_class(c);  // a damaged list: forgotten, never written through
       head = Location::none();
     }
@@ -135,14 +158,13 @@ class FreeLists {
     std::byte* rec = journal_.at(loc);
     const Location next = record::free_next(rec);
     const Location prev = record::free_prev(rec);
-    const bool next_ok = next.is_none() || (next != loc && sound(next, c) &&
-                                            record::free_prev(journal_.at(next)) == loc);
-    const bool prev_ok = prev.is_none() ? heads()[c] == loc.raw()
-                                        : prev != loc && sound(prev, c) &&
-                                              record::free_next(journal_.at(prev)) == loc;
-    if (!next_ok || !prev_ok || records()[c] == 0) {
-      drop_class(c);
-      return false;
+    if (check_) {
+      if (!links_sound(loc, c, next, prev)) {
+        drop_class(c);
+        return false;
+      }
+    } else {
+      assert(links_sound(loc, c, next, prev));
     }
     if (prev.is_none()) {
       heads()[c] = next.raw();
@@ -174,7 +196,7 @@ class FreeLists {
     Taken t;
     for (unsigned c = next_nonempty(class_of(need)); c < kClasses; c = next_nonempty(c + 1)) {
       const Location head = Location::from_raw(heads()[c]);
-      if (!sound(head, c) || !record::free_prev(journal_.at(head)).is_none()) {
+      if (!may_follow(head, c) || !record::free_prev(journal_.at(head)).is_none()) {
         drop_class(c);  // a damaged file's list: forgotten (its space with it)
         continue;
       }
@@ -277,6 +299,7 @@ class FreeLists {
   }
 
   const Journal& journal_;
+  bool check_;
   std::uint64_t* table_ = nullptr;
   std::uint64_t total_records_ = 0;
   std::uint64_t total_bytes_ = 0;

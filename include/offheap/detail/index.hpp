@@ -31,11 +31,11 @@
 // A generation counter says when readers' conclusions from a table went
 // stale: growth bumps it after publishing the new table (an old table is
 // frozen from then on), clear() bumps it before emptying the table in place,
-// and a merge of free records bumps it before the merged space can be
-// reused (invalidate_readers(): a location a reader holds may then lie
-// inside another record's value bytes). A reader loads the generation
-// before the table and accepts a hit or a miss only if the generation has
-// not moved. It is a 64-bit count, so unlike a table address it never comes
+// and a merge of free records or a retreat of the journal's tail bumps it
+// before that space can be reused (invalidate_readers(): a location a
+// reader holds may then lie inside another record's value bytes). A reader
+// loads the generation before the table and accepts a hit or a miss only
+// if the generation has not moved. It is a 64-bit count, so unlike a table address it never comes
 // back. A removal stores none in its slot's location before its record is
 // freed, so a slot whose key went away never leads to a record again.
 #pragma once
@@ -155,10 +155,11 @@ class Index {
   }
   /// The current table. Pairs with the release store in publish().
   const IndexTable* acquire_table() const noexcept { return table_.load(std::memory_order_acquire); }
-  /// True while no growth or clear() happened since `generation` was loaded.
-  /// Callers order their earlier loads before this one with an acquire fence;
-  /// the writer's release fence in clear() and the release fence of every
-  /// record write after a bump pair with it.
+  /// True while no growth, clear() or invalidate_readers() happened since
+  /// `generation` was loaded. Callers order their earlier loads before this
+  /// one with an acquire fence (record::validate); it pairs with the release
+  /// fences that follow a bump: clear()'s, invalidate_readers()'s, and the
+  /// one every later writer issues when it takes the lock (Shard::WriteLock).
   bool unchanged_since(std::uint64_t generation) const noexcept {
     return generation_.load(std::memory_order_relaxed) == generation;
   }
@@ -276,9 +277,9 @@ class Index {
 
   /// Tells readers inside the table that the bytes at locations they hold
   /// may have stopped being records: a freed record merged into a free
-  /// neighbour, so that its start (and the starts it absorbed) will be
-  /// covered by another record's bytes, which a writer may shape like a
-  /// header. Called after the slots that led to those records were changed
+  /// neighbour, or the journal's tail moved back over it, so that its start
+  /// (and the starts it absorbed) will be covered by another record's
+  /// bytes, which a writer may shape like a header. Called after the slots that led to those records were changed
   /// (update, erase) and before any byte is written over them. Readers
   /// accept a conclusion only while the generation they loaded before the
   /// slot stays (probe, copy_record); so a reader either loaded this

@@ -84,6 +84,18 @@ typename Shard<P>::Recovery Shard<P>::recover(bool writable) {
     // As a running store would: periodic frees them after syncs (a
     // power loss right after this open still finds the newest record of
     // each key), the other modes at once.
+    // every_write: the records that won may not be on disk yet (a crash
+    // inside the write that made them, before its msync): the older ones
+    // are freed only once they are, so that a power loss still finds the
+    // last completed write of every key.
+    if (sync_each_ && !losers.empty() && !sync_before_freeing_markers()) {
+      for (const Location loc : losers) {
+        deferred_.reserve_one();
+        deferred_.push(loc);
+      }
+      r.superseded = losers.size();
+      losers.clear();
+    }
     for (const Location loc : losers) free_or_defer(deferred_, loc);
     if (!defer_frees_ && !dead.empty() && !sync_before_freeing_markers()) {
       // The frees could not be made durable: the markers stay, waiting
@@ -97,7 +109,7 @@ typename Shard<P>::Recovery Shard<P>::recover(bool writable) {
     for (const Location loc : dead) free_or_defer(dead_, loc);
   }
   normalized_ = writable;
-  r.superseded = losers.size();
+  r.superseded += losers.size();
   r.records = size();
   corrupt_.fetch_add(r.dropped, std::memory_order_relaxed);
   recovered_damage_ += r.dropped;  // turned into free space: nothing left to rebuild
@@ -169,10 +181,13 @@ std::uint64_t Shard<P>::scan_chunk(std::uint32_t c, bool is_tail, bool writable,
         // Torn by a crash, or damaged: counted where a record was due (not
         // for record-like bytes met while stepping over garbage).
         if (on_chain) ++r.dropped;
-      } else if (m.state() == record::State::free) {
-        // A free record is stepped over whole only if its last word agrees
-        // (the footer; in a 16-byte one, the previous-link): a damaged
-        // capacity must not swallow the records after it.
+      } else if (m.state() == record::State::free && on_chain) {
+        // A free record is stepped over whole only where a record was due
+        // (reached record by record from the chunk's start: a free header
+        // met while stepping over garbage may be value bytes, which a writer
+        // can shape to hide the records after them), and only if its last
+        // word agrees (the footer; in a 16-byte one, the previous link): a
+        // damaged capacity must not swallow the records after it.
         const std::uint64_t cap = m.capacity();
         if (cap >= record::kMinPayload && cap % 8 == 0 && kHeader + cap <= end - pos &&
             record::capacity_from_footer(load_relaxed(record::payload_words(rec) + cap / 8 - 1)) ==
@@ -212,7 +227,8 @@ std::uint64_t Shard<P>::scan_chunk(std::uint32_t c, bool is_tail, bool writable,
 /// the life before a crash, whose frees the page cache still holds), so
 /// every chunk is written to disk first; otherwise a power loss could
 /// leave the marker freed and an older record live: the removed key back.
-/// Returns false (noted store-wide) if a write-back failed.
+/// (every_write also calls it before freeing the records that lost to
+/// newer ones.) Returns false (noted store-wide) if a write-back failed.
 template <class P>
 bool Shard<P>::sync_before_freeing_markers() noexcept {
   for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {

@@ -51,6 +51,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -71,6 +72,12 @@ inline void (*testing_after_slot_load)() = nullptr;
 inline void testing_reader_step() {
   if (testing_after_slot_load != nullptr) testing_after_slot_load();
 }
+/// And this after the reader has checked the record's header, the slot and
+/// the generation, right before it reads the value (`rec`: the record).
+inline void (*testing_before_hit)(const std::byte* rec) = nullptr;
+inline void testing_reader_before_hit(const std::byte* rec) {
+  if (testing_before_hit != nullptr) testing_before_hit(rec);
+}
 #endif
 
 /// Spins briefly, then yields, while a reader waits out a writer.
@@ -89,12 +96,19 @@ class Backoff {
     }
   }
   bool exhausted() const noexcept { return rounds_ >= kPatience; }
-  /// Far past any writer's time inside a record (seconds of yields): only a
-  /// damaged file shows a record that stays odd this long.
-  bool hopeless() const noexcept { return rounds_ >= (1u << 20); }
+  /// Far past any writer's time inside a record (200 ms, or a million
+  /// rounds): only a damaged file shows a record that stays odd this long.
+  /// Reads the clock only past the first rounds.
+  bool hopeless() noexcept {
+    if (rounds_ < 1024) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (since_ == std::chrono::steady_clock::time_point{}) since_ = now;
+    return rounds_ >= (1u << 20) || now - since_ >= std::chrono::milliseconds(200);
+  }
 
  private:
   unsigned rounds_ = 0;
+  std::chrono::steady_clock::time_point since_{};
 };
 
 struct ShardConfig {
@@ -123,7 +137,7 @@ class alignas(64) Shard {
   Shard(const ShardConfig& config, std::uint32_t number, const std::string& name,
         const Hash& hash, EpochDomain& domain)
       : hash_(hash), domain_(domain), journal_(journal_config(config, number), name),
-        index_(config.expected_entries, name), free_(journal_, name),
+        index_(config.expected_entries, name), free_(journal_, name, config.durable),
         number_(number), durable_(config.durable), verify_(config.durable && config.verify_reads),
         sync_each_(config.durable && config.sync_each_write),
         defer_frees_(config.durable && config.defer_frees && !config.sync_each_write),
@@ -606,9 +620,22 @@ class alignas(64) Shard {
           const bool intact = record::checksum_in_place(crc_seed_, rec, loc, s1, m.encode()) ==
                               record::stored_checksum(rec);
           if (!record::validate(rec, s1)) continue;
+          if (!index_.unchanged_since(generation)) return Examined::restart;
           if (!intact) report_corrupt(loc);  // throws
         }
-        if (on_hit(loc, rec, m, s1)) return Examined::hit;
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+        testing_reader_before_hit(rec);
+#endif
+        // on_hit reads the value and validates the stamp. The bytes it read
+        // are the key's only if, after that validation (its acquire fence
+        // orders these loads), the generation has not moved and the slot
+        // still leads here: meanwhile a writer may have removed the key,
+        // merged its record away and covered its start with a value forged
+        // with the very same stamp.
+        if (on_hit(loc, rec, m, s1)) {
+          if (!index_.unchanged_since(generation)) return Examined::restart;
+          if (load_relaxed(slot) == loc.raw()) return Examined::hit;
+        }
         continue;
       }
       // Another key's record, or a freed one. That holds only while the slot
@@ -659,6 +686,7 @@ class alignas(64) Shard {
   void push_free_range(Location l, std::byte* r, std::uint64_t bytes, bool prev_free,
                        std::uint64_t stamp) noexcept;
   void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
+  void release_huge(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
 
   /// Writes key -> value into a slot allocate() returned, with its checksum
   /// in file-backed stores.

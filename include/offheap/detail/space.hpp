@@ -90,6 +90,10 @@ template <class P>
 void Shard<P>::release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept {
   constexpr std::uint64_t kHeader = record::kHeaderBytes;
   if (durable_) journal_.mark_dirty(loc.chunk());
+  if (cap > record::kMaxFreeCapacity) [[unlikely]] {
+    release_huge(loc, rec, cap, prev_free);
+    return;
+  }
   // The slot's own stamp changes before anything else, even if it is about
   // to vanish into the free record before it: a reader still copying it
   // must fail its second check before a footer or link lands in its bytes.
@@ -103,7 +107,7 @@ void Shard<P>::release(Location loc, std::byte* rec, std::uint64_t cap, bool pre
     if (FreeLists::valid_capacity(pcap) && pcap + kHeader <= loc.offset() &&
         pcap + kHeader + cap <= record::kMaxFreeCapacity) {
       const Location ploc = Location::make(loc.chunk(), loc.offset() - kHeader - pcap);
-      const bool sound = free_.sound(ploc, FreeLists::class_of(pcap));
+      const bool sound = free_.may_follow(ploc, FreeLists::class_of(pcap));
       assert(sound || durable_);
       if (sound && free_.unlink(ploc, pcap)) {
         std::byte* prec = journal_.at(ploc);
@@ -123,7 +127,7 @@ void Shard<P>::release(Location loc, std::byte* rec, std::uint64_t cap, bool pre
     const std::uint64_t ncap = m.value_len;
     if (!FreeLists::valid_capacity(ncap) || cap + kHeader + ncap > record::kMaxFreeCapacity) break;
     const Location nloc = Location::make(loc.chunk(), loc.offset() + kHeader + cap);
-    if (!free_.sound(nloc, FreeLists::class_of(ncap)) || !free_.unlink(nloc, ncap)) {
+    if (!free_.may_follow(nloc, FreeLists::class_of(ncap)) || !free_.unlink(nloc, ncap)) {
       assert(durable_);
       break;
     }
@@ -132,13 +136,32 @@ void Shard<P>::release(Location loc, std::byte* rec, std::uint64_t cap, bool pre
   }
   // Record starts inside the merged record are gone: its space may now be
   // reused for values shaped like headers, at locations readers may hold.
-  if (merged) index_.invalidate_readers();
-  if (journal_.retract_tail(loc, kHeader + cap)) {
+  // So are the starts a tail moved back over: the next appends cover them,
+  // along with any start an earlier retreat left past the tail.
+  const bool retracted = journal_.retract_tail(loc, kHeader + cap);
+  if (merged || retracted) index_.invalidate_readers();
+  if (retracted) {
     // Beyond the tail now; still stamped afresh for readers holding it.
     record::write_free(rec, next_stamp(), cap, Location::none(), Location::none(), prev_free);
     return;
   }
   free_.push(rec, loc, cap, next_stamp(), prev_free);
+  if (std::byte* next = journal_.record_after(loc, kHeader + cap)) record::set_prev_free(next, true);
+}
+
+/// release() of a record whose payload passes what a free record's 32-bit
+/// capacity can say (a value near 4 GiB): freed as several free records,
+/// the first at its start (its stamp changes first), merged with nothing.
+template <class P>
+void Shard<P>::release_huge(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept {
+  constexpr std::uint64_t kHeader = record::kHeaderBytes;
+  if (journal_.retract_tail(loc, kHeader + cap)) {
+    index_.invalidate_readers();
+    record::write_free(rec, next_stamp(), record::kMaxFreeCapacity, Location::none(),
+                       Location::none(), prev_free);
+    return;
+  }
+  push_free_range(loc, rec, kHeader + cap, prev_free, next_stamp());
   if (std::byte* next = journal_.record_after(loc, kHeader + cap)) record::set_prev_free(next, true);
 }
 

@@ -109,7 +109,7 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   if (h.shard != number_ || h.store_id != f.store_id || h.generation != generation ||
       h.chunks != journal_.chunks() || !tail_ok || h.tail_offset % 8 != 0 ||
       h.stamp % 2 != 0 || h.records != h.index_full || cap < Index::kMinCapacity ||
-      cap > (std::uint64_t{1} << 40) || !std::has_single_bit(cap) ||
+      cap > (std::uint64_t{1} << 42) || !std::has_single_bit(cap) ||
       h.index_full + h.index_tombstones > Index::limit_of(cap) ||
       h.free_table_offset < sizeof h || h.free_table_offset % page != 0 ||
       h.free_table_bytes != FreeLists::table_size() || h.free_table_offset > size ||

@@ -64,12 +64,20 @@ bool Shard<P>::copy_record(const IndexTable* t, const std::uint64_t* slot, std::
     if (!index_.unchanged_since(generation)) continue;
     if (load_relaxed(slot) != loc.raw()) continue;  // the slot moved on
     if (!whole) return false;  // a slot leads to a record that is not live only in damage
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+    testing_reader_before_hit(rec);
+#endif
     kbuf.resize(m.key_len);
     vbuf.resize(m.value_len);
     record::copy_out(kbuf.data(), rec, 0, m.key_len);
     record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
     const std::uint32_t stored = record::stored_checksum(rec);
-    if (!record::validate(rec, s1) || !index_.unchanged_since(generation)) continue;
+    // As in examine(): the copy is the key's only if, after it, the
+    // generation stays and the slot still leads here.
+    if (!record::validate(rec, s1) || !index_.unchanged_since(generation) ||
+        load_relaxed(slot) != loc.raw()) {
+      continue;
+    }
     if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf) != stored) {
       // A damaged record: skipped (and counted), so that a walk can
       // salvage what is intact.
@@ -78,7 +86,10 @@ bool Shard<P>::copy_record(const IndexTable* t, const std::uint64_t* slot, std::
     }
     return true;
   }
-  return false;
+  // Writers kept moving the generation (merges anywhere in the shard): the
+  // slot's key is confirmed through a lookup instead, which takes the
+  // writer lock when it starves, so that a key left alone is not skipped.
+  return copy_from_frozen(slot, kbuf, vbuf);
 }
 
 /// copy_record() for a slot of a table that growth replaced: reads the

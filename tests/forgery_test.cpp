@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
@@ -101,16 +102,17 @@ std::string genuine(const std::string& key, std::uint64_t n) {
   return v;
 }
 /// One value covering a whole group's records, forging each of them (but
-/// the first, where the covering record itself starts). Every fourth group
-/// forges odd stamps: a reader that takes them for a write in progress
-/// would wait on them.
-std::string cover_value(unsigned g) {
+/// the first, where the covering record itself starts) with the stamp the
+/// key's record had, so that a reader that checks only stamps is fooled.
+/// Every fourth group forges odd stamps: a reader that takes them for a
+/// write in progress would wait on them.
+std::string cover_value(unsigned g, const std::uint64_t* stamps) {
   const std::size_t payload = kRun * kRecord - offheap::detail::record::kHeaderBytes;
   std::string v(payload - kKeyBytes, '#');
   for (unsigned k = 1; k < kRun; ++k) {
     std::string fv = "FORGED!:" + key_of(g, k);
     fv.resize(kValueBytes, '!');
-    const std::uint64_t stamp = 0x100000 + 2 * k + (g % 4 == 3 ? 1 : 0);
+    const std::uint64_t stamp = stamps[k] + (g % 4 == 3 ? 1 : 0);
     const std::string rec = offheap_test::forged_record(key_of(g, k), fv, stamp);
     const std::size_t at = k * kRecord - offheap::detail::record::kHeaderBytes - kKeyBytes;
     v.replace(at, rec.size(), rec);
@@ -165,8 +167,15 @@ TEST_CASE("readers never take forged bytes for a removed key, and never stall on
   threads.emplace_back([&] {
     std::uint64_t n = 1;
     for (unsigned g = 0; !stop.load(std::memory_order_relaxed); g = (g + 1) % kGroups, ++n) {
+      // The stamps the records have (read where they lie: the test peeks).
+      std::uint64_t stamps[kRun] = {};
+      for (unsigned k = 0; k < kRun; ++k) {
+        s.read(key_of(g, k), [&](std::string_view v) {
+          std::memcpy(&stamps[k], v.data() - offheap::detail::record::kHeaderBytes - kKeyBytes, 8);
+        });
+      }
       for (unsigned k = 0; k < kRun; ++k) s.remove(key_of(g, k));
-      s.put(cover_key(g), cover_value(g));   // takes the merged run whole
+      s.put(cover_key(g), cover_value(g, stamps));  // takes the merged run whole
       hold();
       s.remove(cover_key(g));
       for (unsigned k = 0; k < kRun; ++k) s.put(key_of(g, k), genuine(key_of(g, k), n));

@@ -542,6 +542,28 @@ void child_reads(const fs::path& dir, const Keys& keys, const History& h, Report
   rep.phase("rw close");
 }
 
+/// Every key written after a damaged open reads exactly as written (or
+/// absent, if removed): `expect` maps key -> value (nullopt: removed).
+void check_written(const Store& st, const std::map<std::string, std::optional<std::string>>& expect,
+                   Reporter& rep, const std::string& when) {
+  std::string out;
+  for (const auto& [k, v] : expect) {
+    try {
+      const bool hit = st.get(k, out);
+      if (v && (!hit || out != *v)) {
+        rep.fail(when + ": key " + printable(k) + " written after the damaged open reads " +
+                 (hit ? "\"" + printable(out) + "\"" : std::string("absent")) + ", not \"" +
+                 printable(*v) + "\"");
+      } else if (!v && hit) {
+        rep.fail(when + ": key " + printable(k) + " removed after the damaged open reads \"" +
+                 printable(out) + "\"");
+      }
+    } catch (const offheap::Error& e) {
+      rep.fail(when + ": key " + printable(k) + " written after the damaged open throws: " + e.what());
+    }
+  }
+}
+
 /// A writable open, writes, read-back, close, reopen: the writes must survive.
 void child_writes(const fs::path& dir, const Keys& keys, const History& h0, Reporter& rep,
                   std::uint64_t seed) {
@@ -589,22 +611,7 @@ void child_writes(const fs::path& dir, const Keys& keys, const History& h0, Repo
     }
   }
   auto check_expected = [&](const Store& st, const std::string& when) {
-    std::string out;
-    for (const auto& [k, v] : expect) {
-      try {
-        const bool hit = st.get(k, out);
-        if (v && (!hit || out != *v)) {
-          rep.fail(when + ": key " + printable(k) + " written after the damaged open reads " +
-                   (hit ? "\"" + printable(out) + "\"" : std::string("absent")) + ", not \"" +
-                   printable(*v) + "\"");
-        } else if (!v && hit) {
-          rep.fail(when + ": key " + printable(k) + " removed after the damaged open reads \"" +
-                   printable(out) + "\"");
-        }
-      } catch (const offheap::Error& e) {
-        rep.fail(when + ": key " + printable(k) + " written after the damaged open throws: " + e.what());
-      }
-    }
+    check_written(st, expect, rep, when);
   };
   rep.phase("rw read-back");
   check_expected(*s, "read-back");
@@ -1535,23 +1542,8 @@ void child_free_writes(const fs::path& dir, const Keys& keys, const History& h0,
   }
 
   auto check_back = [&](const Store& st, const std::string& when) {
+    check_written(st, expect, rep, when);
     std::string out;
-    for (const auto& [k, v] : expect) {
-      try {
-        const bool hit = st.get(k, out);
-        if (v && (!hit || out != *v)) {
-          rep.fail(when + ": key " + printable(k) + " written after the damaged open reads " +
-                   (hit ? "\"" + printable(out) + "\"" : std::string("absent")) + ", not \"" +
-                   printable(*v) + "\"");
-        } else if (!v && hit) {
-          rep.fail(when + ": key " + printable(k) + " removed after the damaged open reads \"" +
-                   printable(out) + "\"");
-        }
-      } catch (const offheap::Error& e) {
-        rep.fail(when + ": key " + printable(k) +
-                 " written after the damaged open throws: " + e.what());
-      }
-    }
     // What read back whole after the open and was not written since: the
     // writes went through no damaged link or length into it.
     std::size_t lost = 0;

@@ -26,6 +26,8 @@
 // Location holds): file_offset = offset + 4096.
 #pragma once
 
+#include <offheap/detail/format.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -132,19 +134,6 @@ struct Chunk {
   }
 };
 
-/// Parses "sNNNN-cNNNNN.chunk"; false for any other name.
-inline bool parse_chunk_name(const std::string& name, std::uint32_t& shard, std::uint32_t& chunk) {
-  unsigned s = 0, c = 0;
-  int used = 0;
-  if (name.size() != 18 || std::sscanf(name.c_str(), "s%4u-c%5u.chunk%n", &s, &c, &used) != 2 ||
-      used != 18) {
-    return false;
-  }
-  shard = s;
-  chunk = c;
-  return true;
-}
-
 /// Walks the records of the chunk file whose bytes are `file` (named `name`):
 /// from the first record to the end word, each record's size taken from its
 /// header. Stops early (saying why in `stopped`) at a zero stamp, a record
@@ -153,7 +142,7 @@ inline bool parse_chunk_name(const std::string& name, std::uint32_t& shard, std:
 inline Chunk walk(std::string_view file, const std::string& name = {}) {
   Chunk c;
   c.name = name;
-  parse_chunk_name(name, c.shard, c.chunk);
+  offheap::detail::format::parse_chunk_file_name(name, c.shard, c.chunk);
   if (file.size() < kHeaderPage) {
     c.stopped = "shorter than its header page";
     return c;

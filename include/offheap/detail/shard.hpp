@@ -628,13 +628,15 @@ class alignas(64) Shard {
 #endif
         // on_hit reads the value and validates the stamp. The bytes it read
         // are the key's only if, after that validation (its acquire fence
-        // orders these loads), the generation has not moved and the slot
-        // still leads here: meanwhile a writer may have removed the key,
-        // merged its record away and covered its start with a value forged
-        // with the very same stamp.
+        // orders this load), the generation has not moved: meanwhile a
+        // writer may have removed the key, merged its record away (or moved
+        // the tail back over it) and covered its start with a value forged
+        // with the very same stamp. (Without such a move, the record could
+        // only have been freed, which changes its stamp, or superseded and
+        // kept whole: then it was the key's current one at the slot check.)
         if (on_hit(loc, rec, m, s1)) {
-          if (!index_.unchanged_since(generation)) return Examined::restart;
-          if (load_relaxed(slot) == loc.raw()) return Examined::hit;
+          if (index_.unchanged_since(generation)) return Examined::hit;
+          return Examined::restart;
         }
         continue;
       }

@@ -11,6 +11,7 @@
 #include <offheap/detail/format.hpp>
 #include <offheap/detail/record.hpp>
 
+#include "support/chunk_walk.hpp"
 #include "support/durable_image.hpp"
 #include "support/temp_dir.hpp"
 
@@ -62,33 +63,51 @@ std::uint64_t u64_at(const std::string& bytes, std::size_t off) {
 TEST_CASE("recovery that gives a gap to a dead marker keeps it dead", "[files][recovery]") {
   TempDir tmp;
   const fs::path dir = tmp / "store", crash1 = tmp / "crash1", crash2 = tmp / "crash2";
-  const std::string victim_value(64, 'w');  // 'w' = 0x77: odd, never read as a stamp
+  // 'w' = 0x77: odd, never read as a stamp where the marker is shortened.
+  const std::string victim = "victim-whose-key-is-long-enough-to-shorten";
+  const std::string victim_value(64, 'w');
   {
     offheap::Store s(opts(dir, Durability::periodic));
-    s.put("victim", victim_value);       // chunk 0, offset 0: 24 + 72 bytes
-    s.put("next", std::string(64, 'n'));  // offset 96
+    s.put(victim, victim_value);
+    s.put("next", std::string(64, 'n'));
     s.sync();
-    REQUIRE(s.remove("victim"));  // the record turns dead in place (periodic)
-    s.sync();                      // the marker is on disk, not yet freed
-    copy_dir(dir, crash1);         // a crash now: what the page cache holds
+    REQUIRE(s.remove(victim));  // the removal's dead marker
+    s.put("after", std::string(64, 'a'));  // a record after the marker
+    s.sync();                               // the marker is on disk, not yet freed
+    copy_dir(dir, crash1);                  // a crash now: what the page cache holds
   }
   // Damage (as a torn neighbour would) that leaves a 16-byte gap after the
-  // marker: its value shortened by 16 bytes, its checksum made to match.
+  // marker: its value (or, if it holds none, its key) shortened by 16
+  // bytes, its checksum made to match.
   FileImages files = offheap_test::read_dir_files(crash1);
   std::string& chunk = files.at(fmt::chunk_file_name(0, 0));
-  std::string& meta = files.at("meta");
-  const std::size_t at = fmt::kChunkHeaderBytes;
+  const auto walked = offheap_test::chunk_walk::walk(chunk, fmt::chunk_file_name(0, 0));
+  const offheap_test::chunk_walk::Record* marker = nullptr;
+  for (const auto& r : walked.records) {
+    if (r.state() == offheap_test::chunk_walk::State::dead) marker = &r;
+  }
+  REQUIRE(marker != nullptr);
+  REQUIRE(marker->key_len == victim.size());
+  const std::size_t at = marker->file_offset;
   const std::uint64_t stamp = u64_at(chunk, at);
   rec::Meta m = rec::Meta::decode(u64_at(chunk, at + 8));
-  REQUIRE(m.state() == rec::State::dead);
-  REQUIRE(m.key_len == 6);
-  REQUIRE(m.value_len == 64);
-  m.value_len = 48;
-  const std::uint64_t store_id = u64_at(meta, offsetof(fmt::Meta, store_id));
+  std::string key = victim;
+  std::string value(chunk.data() + at + 24 + m.key_len, m.value_len);
+  const std::uint64_t before = rec::payload_for(m.key_len, m.value_len);
+  if (m.value_len >= 16) {
+    value.resize(m.value_len - 16);
+    m.value_len -= 16;
+  } else {
+    key.resize(key.size() - 16);
+    m.key_len = static_cast<std::uint16_t>(key.size());
+  }
+  REQUIRE(before - rec::payload_for(m.key_len, m.value_len) == 16);
+  std::memset(chunk.data() + at + 24 + rec::payload_for(m.key_len, m.value_len), 'w', 16);
+  const std::uint64_t store_id = u64_at(files.at("meta"), offsetof(fmt::Meta, store_id));
   const std::uint64_t seed_words[2] = {store_id, 0};
   const std::uint32_t seed = offheap::detail::crc32c(seed_words, sizeof seed_words);
-  const std::uint32_t crc = rec::checksum_of(seed, stamp, m.encode(), offheap::detail::Location::make(0, 0),
-                                             "victim", std::string_view(victim_value).substr(0, 48));
+  const std::uint32_t crc = rec::checksum_of(
+      seed, stamp, m.encode(), offheap::detail::Location::make(0, marker->offset), key, value);
   const std::uint64_t w1 = m.encode();
   std::memcpy(chunk.data() + at + 8, &w1, 8);
   std::memcpy(chunk.data() + at + 16, &crc, 4);
@@ -97,15 +116,19 @@ TEST_CASE("recovery that gives a gap to a dead marker keeps it dead", "[files][r
   {
     offheap::Store s(opts(crash1, Durability::periodic));  // recovery takes the gap as slack
     CHECK(s.stats().rebuilt);
-    CHECK_FALSE(s.contains("victim"));
+    CHECK_FALSE(s.contains(victim));
+    CHECK_FALSE(s.contains(key));
     CHECK(s.get("next") == std::string(64, 'n'));
+    CHECK(s.get("after") == std::string(64, 'a'));
     copy_dir(crash1, crash2);  // and crashes again before any sync
   }
   offheap::Options ro = opts(crash2, Durability::periodic);
   ro.read_only = true;
   offheap::Store again(ro);
-  CHECK(again.get("victim") == std::nullopt);
+  CHECK(again.get(victim) == std::nullopt);
+  CHECK(again.get(key) == std::nullopt);  // the (shortened) marker's key: never written
   CHECK(again.get("next") == std::string(64, 'n'));
+  CHECK(again.get("after") == std::string(64, 'a'));
 }
 
 TEST_CASE("a durable removal stays removed when a periodic store is reopened in another mode",
@@ -307,4 +330,37 @@ TEST_CASE("every_write: recovery frees an older record only once the newer one i
   offheap::Store s(o);
   const auto k = s.get("K");
   CHECK((k == std::string(5000, '1') || k == std::string(5000, '2')));
+}
+
+TEST_CASE("periodic: a crash inside a removal's marker write never brings back an older value",
+          "[files][recovery]") {
+  // put(K, v1), put(K, v2): both acknowledged; v1 stays on disk until a
+  // sync. Then remove(K), and a crash inside its marker's write: the
+  // marker's stamp odd. Recovery must find v2 (the removal did not
+  // complete), never v1.
+  TempDir tmp;
+  const fs::path dir = tmp / "store", crash = tmp / "crash";
+  {
+    offheap::Store s(opts(dir, Durability::periodic));
+    s.put("K", std::string(100, '1'));
+    s.put("K", std::string(100, '2'));
+    REQUIRE(s.remove("K"));
+    copy_dir(dir, crash);
+  }
+  FileImages files = offheap_test::read_dir_files(crash);
+  std::string& chunk = files.at(fmt::chunk_file_name(0, 0));
+  const auto walked = offheap_test::chunk_walk::walk(chunk, fmt::chunk_file_name(0, 0));
+  std::size_t torn = 0;
+  for (const auto& r : walked.records) {
+    if (r.state() != offheap_test::chunk_walk::State::dead) continue;
+    const std::uint64_t odd = r.stamp - 1;  // as begin_write leaves it
+    std::memcpy(chunk.data() + r.file_offset, &odd, 8);
+    ++torn;
+  }
+  REQUIRE(torn == 1);
+  offheap_test::write_dir_files(crash, files);
+  offheap::Store s(opts(crash, Durability::periodic));
+  const auto k = s.get("K");
+  CHECK((k == std::nullopt || k == std::string(100, '2')));
+  CHECK(k != std::string(100, '1'));
 }

@@ -101,3 +101,42 @@ TEST_CASE("a sync that starts while another is writing returns only once both ar
   CHECK(wrong == 0);
   CHECK(recovered.get("fresh") == "written before both syncs");
 }
+
+TEST_CASE("a sync() while another thread closes the store returns once the close made it durable",
+          "[files][sync]") {
+  TempDir tmp;
+  const std::filesystem::path dir = tmp / "store";
+  const std::filesystem::path image_dir = tmp / "image";
+  auto* s = new offheap::Store(periodic(dir));
+  s->put("base", "b");
+  s->sync();
+  const FileImages baseline = offheap_test::read_dir_files(dir);
+  SyncRecorder recorder;
+  std::atomic<int> phase{0};
+  // close()'s first msync waits until the other thread's sync() returned,
+  // or 300 ms (a sync() that rightly waits for close() is not stuck).
+  recorder.before_msync = [&](const void*, std::uint64_t) {
+    int one = 1;
+    if (!phase.compare_exchange_strong(one, 2)) return;
+    const auto until = std::chrono::steady_clock::now() + 300ms;
+    while (phase.load() != 3 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  };
+  s->put("k", "acknowledged");
+  std::thread closer([&] {
+    phase = 1;
+    s->close();
+  });
+  while (phase.load() != 2) std::this_thread::yield();  // close() is inside its first msync
+  s->sync();
+  FileImages at_return = recorder.image(baseline, dir);
+  phase = 3;
+  closer.join();
+  delete s;
+  // A power loss when that sync() returned: what was written before it is there.
+  offheap_test::write_dir_files(image_dir, at_return);
+  offheap::Options o = periodic(image_dir);
+  o.read_only = true;
+  offheap::Store after(o);
+  CHECK(after.get("base") == "b");
+  CHECK(after.get("k") == "acknowledged");
+}

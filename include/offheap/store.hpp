@@ -125,7 +125,11 @@ class OffHeapStore {
   /// unclean and the next open rebuilds it, losing nothing.
   /// Requires: no other thread is writing to the store.
   void close() {
-    if (!files_ || files_->closed.exchange(true)) return;
+    if (!files_) return;
+    // Held through the syncs and the saved state: a sync() from another
+    // thread that sees the store closing waits for them (see sync()).
+    const std::lock_guard<std::mutex> closing(close_mutex_);
+    if (files_->closed.exchange(true)) return;
     stop_maintenance();
     if (files_->read_only || options_.durability == Durability::none) return;
     if (const int err = files_->sync_error.load(std::memory_order_relaxed)) {
@@ -161,8 +165,21 @@ class OffHeapStore {
   /// Throws: Error(io_error) if the OS reports a failed write-back; the
   /// store then refuses further writes (a retried sync can falsely succeed).
   void sync() {
-    // Once close() began, its own syncs and saved state are what counts.
-    if (!files_ || files_->read_only || files_->closed.load(std::memory_order_relaxed)) return;
+    if (!files_ || files_->read_only) return;
+    if (files_->closed.load(std::memory_order_relaxed)) {
+      // close() began: its syncs make everything written before durable;
+      // wait for them (it holds close_mutex_ throughout).
+      const std::lock_guard<std::mutex> closed(close_mutex_);
+      return;
+    }
+    sync_shards();
+  }
+
+ private:
+  /// sync()'s work; the maintenance thread calls it directly (close() joins
+  /// that thread while it holds close_mutex_).
+  void sync_shards() {
+    if (files_->closed.load(std::memory_order_relaxed)) return;
     if (const int err = files_->sync_error.load(std::memory_order_relaxed)) throw_sync_failed(err);
     for (Shard& s : shards_) {
       if (const int err = s.sync(false)) throw_sync_failed(err);
@@ -172,6 +189,8 @@ class OffHeapStore {
     if (!files_->backing.sync_new_files) detail::sync_dir(files_->dir.get(), name(), files_->path);
     last_sync_.store(now_ns(), std::memory_order_relaxed);
   }
+
+ public:
   OffHeapStore(const OffHeapStore&) = delete;
   OffHeapStore& operator=(const OffHeapStore&) = delete;
 
@@ -671,7 +690,7 @@ class OffHeapStore {
         lock.unlock();
         try {
           for (Shard& s : shards_) s.maintain();
-          sync();
+          sync_shards();
         } catch (...) {
           // Noted in files_->sync_error: writes now fail with the reason.
         }
@@ -758,6 +777,7 @@ class OffHeapStore {
   detail::ReadCounters counters_;
   Shards shards_;
   std::unique_ptr<Maintenance> maintenance_;
+  std::mutex close_mutex_;  // held by close() through its syncs (see sync())
   std::atomic<std::int64_t> last_sync_{0};  // steady clock, ns; sync() may run on two threads
   bool rebuilt_ = false;
   std::uint64_t superseded_ = 0;

@@ -318,3 +318,109 @@ TEST_CASE("for_each visits a key left alone even while merges elsewhere keep mov
   CHECK(churn_left <= 0);  // the churn ran out while the walk kept trying
   CHECK(visits == 1);
 }
+
+namespace {
+offheap::Store* exhaust_store = nullptr;
+int exhaust_churns = 0;
+/// put + remove of two other keys at the tail: a merge and a retreat of the
+/// tail, so the generation moves.
+void exhaust_churn() {
+  if (exhaust_churns >= 256) return;
+  ++exhaust_churns;
+  const auto after = offheap::detail::testing_after_slot_load;
+  const auto before = offheap::detail::testing_before_hit;
+  offheap::detail::testing_after_slot_load = nullptr;
+  offheap::detail::testing_before_hit = nullptr;
+  exhaust_store->put("c1", std::string(100, '1'));
+  exhaust_store->put("c2", std::string(100, '2'));
+  exhaust_store->remove("c1");
+  exhaust_store->remove("c2");
+  offheap::detail::testing_after_slot_load = after;
+  offheap::detail::testing_before_hit = before;
+}
+}  // namespace
+
+TEST_CASE("for_each, after churn exhausted its patience, never returns bytes forged with the "
+          "record's stamp",
+          "[hooks][forgery]") {
+  // Merges elsewhere use up the walk's rounds on B's slot, so it confirms B
+  // through a lookup; right before that lookup copies B's value, B is
+  // removed and its start covered with bytes forged with its stamp.
+  offheap::Store s(one_shard());
+  exhaust_store = &s;
+  exhaust_churns = 0;
+  MergeScenario::build(s);
+  static bool fired = false;
+  fired = false;
+  std::size_t forged = 0;
+  bool armed = false;
+  s.for_each([&](std::string_view, std::string_view v) {
+    if (!armed) {  // after A: the churn starts for the next slots
+      armed = true;
+      offheap::detail::testing_after_slot_load = exhaust_churn;
+      offheap::detail::testing_before_hit = [](const std::byte* rec) {
+        namespace r = offheap::detail::record;
+        const r::Meta m = r::read_meta(rec);
+        if (fired || exhaust_churns < 256 ||
+            std::string_view(reinterpret_cast<const char*>(rec + r::kHeaderBytes), m.key_len) !=
+                MergeScenario::B) {
+          return;
+        }
+        fired = true;
+        offheap::detail::testing_before_hit = nullptr;
+        offheap::detail::testing_after_slot_load = nullptr;
+        MergeScenario::attack(*exhaust_store,
+                              offheap_test::forged_record(MergeScenario::B, "EVIL!", r::read_stamp(rec), 5));
+      };
+    }
+    if (v.rfind("EVIL!", 0) == 0) ++forged;
+  });
+  offheap::detail::testing_after_slot_load = nullptr;
+  offheap::detail::testing_before_hit = nullptr;
+  CHECK(exhaust_churns == 256);
+  CHECK(fired);
+  CHECK(forged == 0);
+  CHECK_FALSE(s.contains(MergeScenario::B));
+  CHECK(s.verify().empty());
+}
+
+namespace {
+offheap::OffHeapStore<offheap::SingleWriterPolicy>* starve_store = nullptr;
+int starve_churns = 0;
+}  // namespace
+
+TEST_CASE("a read is not thrown away for every merge elsewhere in the shard", "[hooks][forgery]") {
+  // Each time the reader is about to copy the value, another key is put and
+  // removed at the tail (the tail moves back: the generation moves). The
+  // read must still complete, with the key's value, at once: the record it
+  // read is still the key's current one. (SingleWriterPolicy: no lock to
+  // fall back on.)
+  offheap::OffHeapStore<offheap::SingleWriterPolicy> s(one_shard());
+  starve_store = &s;
+  starve_churns = 0;
+  s.put("stable", std::string(4096, 's'));
+  offheap::detail::testing_before_hit = [](const std::byte*) {
+    if (starve_churns >= 1000) return;  // bounds the test if reads do restart
+    ++starve_churns;
+    const auto hook = offheap::detail::testing_before_hit;
+    offheap::detail::testing_before_hit = nullptr;
+    starve_store->put("churn", std::string(100, 'c'));
+    starve_store->remove("churn");
+    offheap::detail::testing_before_hit = hook;
+  };
+  std::size_t calls = 0;
+  std::string seen;
+  const bool hit = s.read("stable", [&](std::string_view v) {
+    ++calls;
+    seen.assign(v);
+  });
+  std::string out;
+  const bool got = s.get("stable", out);
+  offheap::detail::testing_before_hit = nullptr;
+  CHECK(hit);
+  CHECK(calls == 1);
+  CHECK(seen == std::string(4096, 's'));
+  CHECK(got);
+  CHECK(out == std::string(4096, 's'));
+  CHECK(starve_churns == 2);  // one churn per read, none repeated
+}

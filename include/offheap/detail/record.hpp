@@ -83,10 +83,10 @@ inline constexpr std::uint64_t kMaxValueBytes = 0xFFFFFFFFu;
 /// A free record's capacity lives in the 32-bit length field.
 inline constexpr std::uint64_t kMaxFreeCapacity = 0xFFFFFFF8u;
 
-/// dead: a removed record that still holds its key, with a new stamp and its
-/// checksum: the removal's marker, which outranks the key's older records
-/// until they are freed for good (file-backed stores in Durability::periodic;
-/// see Shard::erase).
+/// dead: a removal's marker, a record that holds the removed key (and no
+/// value) with a higher stamp and its checksum, which outranks the key's
+/// older records until they are freed for good (file-backed stores in
+/// Durability::periodic; see Shard::erase).
 enum class State : std::uint8_t { none = 0, live = 1, free = 2, dead = 3 };
 
 /// Payload bytes a record of this key and value needs: key + value rounded
@@ -184,14 +184,16 @@ inline void store_concat(std::uint64_t* dst, const char* a, std::size_t na, cons
 /// Writes a live record at `rec` with the given payload capacity (at least
 /// payload_for(key, value), at most kMaxSlackWords words more).
 /// `word2`: the checksum and expiry word (0 in anonymous stores).
+/// `state`: live, or dead (a removal's marker, which holds the key and no
+/// value: see Shard::erase).
 inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
                        std::string_view value, std::uint8_t type, std::uint64_t capacity,
-                       bool prev_free, std::uint8_t policy_bits = 0,
-                       std::uint64_t word2 = 0) noexcept {
+                       bool prev_free, std::uint8_t policy_bits = 0, std::uint64_t word2 = 0,
+                       State state = State::live) noexcept {
   const std::uint64_t slack = (capacity - payload_for(key.size(), value.size())) / 8;
   begin_write(rec, new_stamp);
   const Meta m{static_cast<std::uint32_t>(value.size()), static_cast<std::uint16_t>(key.size()),
-               Meta::make_flags(State::live, slack, prev_free, policy_bits), type};
+               Meta::make_flags(state, slack, prev_free, policy_bits), type};
   store_relaxed(word_at(rec + 8), m.encode());
   store_relaxed(word_at(rec + 16), word2);
   std::uint64_t* payload = payload_words(rec);
@@ -305,20 +307,6 @@ inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec,
 /// The checksum stored in word 2.
 inline std::uint32_t stored_checksum(const std::byte* rec) noexcept {
   return static_cast<std::uint32_t>(load_relaxed(word_at(rec + 16)));
-}
-
-/// Turns the live record at `loc` dead: a new stamp and state, its key and
-/// value kept, its checksum recomputed (writer side).
-inline void mark_dead(std::byte* rec, Location loc, std::uint64_t new_stamp,
-                      std::uint32_t seed) noexcept {
-  Meta m = Meta::decode(load_relaxed(word_at(rec + 8)));
-  m.flags = static_cast<std::uint8_t>((m.flags & ~3u) | static_cast<unsigned>(State::dead));
-  begin_write(rec, new_stamp);
-  store_relaxed(word_at(rec + 8), m.encode());
-  const std::uint64_t w2 = load_relaxed(word_at(rec + 16));
-  store_relaxed(word_at(rec + 16), (w2 & ~std::uint64_t{0xFFFFFFFF}) |
-                                       checksum_in_place(seed, rec, loc, new_stamp, m.encode()));
-  end_write(rec, new_stamp);
 }
 
 // ---- reader side ----------------------------------------------------------

@@ -285,21 +285,30 @@ class alignas(64) Shard {
     const Location loc = index_.location(f.slot);
     std::byte* rec = journal_.at(loc);
     const record::Meta m = record::read_meta(rec);
-    if (defer_frees_) dead_.reserve_one();  // may throw; nothing has changed yet
     if (expected != nullptr &&
         !(m.value_len == expected->size() &&
           std::memcmp(record::value_bytes(rec, m.key_len), expected->data(), expected->size()) == 0)) {
       return false;
     }
+    Slot marker{};
+    if (defer_frees_) {
+      // May throw; nothing has changed yet.
+      dead_.reserve_one();
+      deferred_.reserve_one();
+      marker = allocate(record::payload_for(key.size(), 0));
+    }
     index_.erase(f.slot);  // first: no reader may find a freed record through the index
     const std::uint64_t cap = m.capacity();
     if (defer_frees_) {
       // periodic: older records of the key may still read as live on disk
-      // (freed at the last sync, not yet durably): the removal is a dead
-      // marker with a higher stamp, freed only after a later sync.
-      record::mark_dead(rec, loc, next_stamp(), crc_seed_);
-      journal_.mark_dirty(loc.chunk());
-      dead_.push(loc);
+      // (freed at the last sync, not yet durably), so the removal is a dead
+      // marker: a new record holding the key, with a higher stamp, freed
+      // two syncs later. The key's record stays on disk as it is until a
+      // sync has made the marker durable, as an update's old record does: a
+      // crash inside the marker's write finds it whole, never an older one.
+      write_record(marker, key, {}, 0, record::State::dead);
+      dead_.push(marker.loc);
+      deferred_.push(loc);
     } else {
       release(loc, rec, cap, m.prev_free());
     }
@@ -635,7 +644,9 @@ class alignas(64) Shard {
         // only have been freed, which changes its stamp, or superseded and
         // kept whole: then it was the key's current one at the slot check.)
         if (on_hit(loc, rec, m, s1)) {
-          if (index_.unchanged_since(generation)) return Examined::hit;
+          if (index_.unchanged_since(generation) || still_current(slot, loc, rec, s1)) {
+            return Examined::hit;
+          }
           return Examined::restart;
         }
         continue;
@@ -645,6 +656,23 @@ class alignas(64) Shard {
       // record's words).
       if (load_relaxed(slot) == loc.raw()) return Examined::other;
     }
+  }
+
+  /// After a read of the record at `loc` (stamp s1) during which the
+  /// generation moved (a merge or a retreat of the tail anywhere in the
+  /// shard): the bytes read were the record's if, under a generation loaded
+  /// afresh that holds meanwhile, the slot still leads to `loc` and the
+  /// record still shows s1. A slot that leads somewhere under an unmoved
+  /// generation leads to a record start, whose stamp is drawn afresh at
+  /// every write and free and so never shows s1 again once the record was
+  /// changed: the record stayed as it was throughout the read.
+  bool still_current(const std::uint64_t* slot, Location loc, const std::byte* rec,
+                     std::uint64_t s1) const noexcept {
+    const std::uint64_t g2 = index_.acquire_generation();  // before the slot, as in probe()
+    if (load_acquire(slot) != loc.raw()) return false;
+    if (record::read_stamp(rec) != s1) return false;
+    std::atomic_thread_fence(std::memory_order_acquire);  // as in record::validate
+    return index_.unchanged_since(g2);
   }
 
   // walk.hpp: for_each's reads
@@ -689,22 +717,23 @@ class alignas(64) Shard {
                        std::uint64_t stamp) noexcept;
   void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
   void release_huge(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
+  void retract_over_free(Location loc, std::byte* rec) noexcept;
 
   /// Writes key -> value into a slot allocate() returned, with its checksum
   /// in file-backed stores.
-  void write_record(const Slot& s, std::string_view key, std::string_view value,
-                    std::uint8_t type) noexcept {
+  void write_record(const Slot& s, std::string_view key, std::string_view value, std::uint8_t type,
+                    record::State state = record::State::live) noexcept {
     const std::uint64_t stamp = next_stamp();
     std::uint64_t word2 = 0;
     if (durable_) {
       const std::uint64_t slack = (s.capacity - record::payload_for(key.size(), value.size())) / 8;
       const record::Meta m{static_cast<std::uint32_t>(value.size()),
                            static_cast<std::uint16_t>(key.size()),
-                           record::Meta::make_flags(record::State::live, slack, s.prev_free, 0), type};
+                           record::Meta::make_flags(state, slack, s.prev_free, 0), type};
       word2 = record::checksum_of(crc_seed_, stamp, m.encode(), s.loc, key, value);
       journal_.mark_dirty(s.loc.chunk());
     }
-    record::write_live(s.rec, stamp, key, value, type, s.capacity, s.prev_free, 0, word2);
+    record::write_live(s.rec, stamp, key, value, type, s.capacity, s.prev_free, 0, word2, state);
     journal_.publish_tail();  // after the record: see Journal::publish_tail
   }
 

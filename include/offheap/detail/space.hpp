@@ -143,6 +143,7 @@ void Shard<P>::release(Location loc, std::byte* rec, std::uint64_t cap, bool pre
   if (retracted) {
     // Beyond the tail now; still stamped afresh for readers holding it.
     record::write_free(rec, next_stamp(), cap, Location::none(), Location::none(), prev_free);
+    if (prev_free) retract_over_free(loc, rec);
     return;
   }
   free_.push(rec, loc, cap, next_stamp(), prev_free);
@@ -159,10 +160,34 @@ void Shard<P>::release_huge(Location loc, std::byte* rec, std::uint64_t cap, boo
     index_.invalidate_readers();
     record::write_free(rec, next_stamp(), record::kMaxFreeCapacity, Location::none(),
                        Location::none(), prev_free);
+    if (prev_free) retract_over_free(loc, rec);
     return;
   }
   push_free_range(loc, rec, kHeader + cap, prev_free, next_stamp());
   if (std::byte* next = journal_.record_after(loc, kHeader + cap)) record::set_prev_free(next, true);
+}
+
+/// After the tail moved back to `loc` (`rec`): a free record that ends
+/// there (one a merge could not absorb: past the 32-bit capacity, or
+/// damaged) leaves its list and the tail moves back over it too, so that no
+/// free record ends at the tail and the next record appended has no free
+/// record before it. (The caller has moved the generation.)
+template <class P>
+void Shard<P>::retract_over_free(Location loc, std::byte* rec) noexcept {
+  constexpr std::uint64_t kHeader = record::kHeaderBytes;
+  while (loc.offset() >= record::kMinRecord) {
+    const std::uint64_t pcap = record::capacity_from_footer(load_relaxed(word_at(rec - 8)));
+    if (!FreeLists::valid_capacity(pcap) || pcap + kHeader > loc.offset()) return;
+    const Location ploc = Location::make(loc.chunk(), loc.offset() - kHeader - pcap);
+    if (!free_.may_follow(ploc, FreeLists::class_of(pcap)) || !free_.unlink(ploc, pcap)) return;
+    std::byte* prec = journal_.at(ploc);
+    const bool before_free = record::read_meta(prec).prev_free();
+    if (!journal_.retract_tail(ploc, kHeader + pcap)) return;  // it ends at the tail: always
+    record::write_free(prec, next_stamp(), pcap, Location::none(), Location::none(), before_free);
+    if (!before_free) return;
+    loc = ploc;
+    rec = prec;
+  }
 }
 
 }  // namespace offheap::detail

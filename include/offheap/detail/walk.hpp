@@ -73,9 +73,11 @@ bool Shard<P>::copy_record(const IndexTable* t, const std::uint64_t* slot, std::
     record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
     const std::uint32_t stored = record::stored_checksum(rec);
     // As in examine(): the copy is the key's only if, after it, the
-    // generation stays and the slot still leads here.
-    if (!record::validate(rec, s1) || !index_.unchanged_since(generation) ||
-        load_relaxed(slot) != loc.raw()) {
+    // generation stays and the slot still leads here (or, if merges
+    // elsewhere moved the generation, the record is still current).
+    if (!record::validate(rec, s1)) continue;
+    if (!(index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) &&
+        !still_current(slot, loc, rec, s1)) {
       continue;
     }
     if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf) != stored) {
@@ -116,9 +118,11 @@ bool Shard<P>::copy_from_frozen(const std::uint64_t* slot, std::string& kbuf, st
     kbuf.resize(m.key_len);
     record::copy_out(kbuf.data(), rec, 0, m.key_len);
     if (!record::validate(rec, s1)) continue;
-    // kbuf may hold any bytes (the slot is stale): the lookup decides.
+    // kbuf may hold any bytes (the slot is stale): the lookup decides, by
+    // its last call of the callback, and only if it says it found the key
+    // (an earlier call may have read bytes the lookup then refused).
     bool same = false;
-    lookup(kbuf, hash_(kbuf),
+    const bool found = lookup(kbuf, hash_(kbuf),
            [&](Location l, const std::byte* r, const record::Meta& cm, std::uint64_t s) {
              same = l == loc && s == s1;
              if (!same) return true;
@@ -126,7 +130,7 @@ bool Shard<P>::copy_from_frozen(const std::uint64_t* slot, std::string& kbuf, st
              record::copy_out(vbuf.data(), r, cm.key_len, cm.value_len);
              return record::validate(r, s);
            });
-    return same;
+    return found && same;
   }
   return false;
 }

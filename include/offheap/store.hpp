@@ -330,6 +330,8 @@ class OffHeapStore {
   /// side effects it cannot repeat), and must not trust lengths inside the
   /// value on the calls whose result is thrown away.
   /// Returns: whether key was present (if false, discard what fn produced).
+  /// Requires: fn does not write to this store (a reader that lost many
+  /// races to writers runs fn under the shard's writer lock).
   /// The string_view is valid only during the call.
   template <class F>
   bool read(std::string_view key, F&& fn) const {

@@ -84,6 +84,8 @@ class RecordView {
   /// write: whatever it produced must be discarded (read throws after fn
   /// returns, so its result never reaches the caller). Exceptions from fn
   /// propagate.
+  /// Requires: fn does not write to the view's store (it may run under the
+  /// shard's writer lock, as read(key, fn) does).
   /// Thread safety: any number of threads may read views concurrently with
   /// each other and with writers.
   /// The string_view is valid only during the call.

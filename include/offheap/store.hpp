@@ -166,20 +166,19 @@ class OffHeapStore {
   /// store then refuses further writes (a retried sync can falsely succeed).
   void sync() {
     if (!files_ || files_->read_only) return;
-    if (files_->closed.load(std::memory_order_relaxed)) {
+    if (!sync_shards()) {
       // close() began: its syncs make everything written before durable;
       // wait for them (it holds close_mutex_ throughout).
       const std::lock_guard<std::mutex> closed(close_mutex_);
-      return;
     }
-    sync_shards();
   }
 
  private:
   /// sync()'s work; the maintenance thread calls it directly (close() joins
-  /// that thread while it holds close_mutex_).
-  void sync_shards() {
-    if (files_->closed.load(std::memory_order_relaxed)) return;
+  /// that thread while it holds close_mutex_). False, having done nothing,
+  /// once close() has begun.
+  bool sync_shards() {
+    if (files_->closed.load(std::memory_order_relaxed)) return false;
     if (const int err = files_->sync_error.load(std::memory_order_relaxed)) throw_sync_failed(err);
     for (Shard& s : shards_) {
       if (const int err = s.sync(false)) throw_sync_failed(err);
@@ -188,6 +187,7 @@ class OffHeapStore {
     // Durability::none).
     if (!files_->backing.sync_new_files) detail::sync_dir(files_->dir.get(), name(), files_->path);
     last_sync_.store(now_ns(), std::memory_order_relaxed);
+    return true;
   }
 
  public:

@@ -13,9 +13,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -206,26 +208,70 @@ struct RetractScenario {
 
 }  // namespace
 
+namespace {
+
+/// How B's record goes away before the forged cover is written.
+enum class Away { merge, retract, grow_then_merge, clear };
+
+const char* to_string(Away a) {
+  switch (a) {
+    case Away::merge: return "B merges into its free neighbour";
+    case Away::retract: return "the tail moves back over B";
+    case Away::grow_then_merge:
+      return "the index grows (the reader's table is frozen), then B merges into its neighbour";
+    case Away::clear: return "clear() (the table is emptied in place), then C is written at B's place";
+  }
+  return "?";
+}
+
+template <class Store>
+void remove_b_and_cover(Away how, Store& s, std::string_view forged) {
+  namespace r = offheap::detail::record;
+  switch (how) {
+    case Away::merge:
+      MergeScenario::attack(s, forged);
+      return;
+    case Away::retract:
+      RetractScenario::attack(s, forged);
+      return;
+    case Away::grow_then_merge: {
+      const std::uint64_t before = s.stats().index_capacity;
+      // Values too long for X's free record: appended after Y.
+      for (int i = 0; i < 16; ++i) s.put("grow-" + std::to_string(i), std::string(100, 'g'));
+      REQUIRE(s.stats().index_capacity > before);
+      MergeScenario::attack(s, forged);
+      return;
+    }
+    case Away::clear: {
+      s.clear();
+      // The tail is back at the chunk's start: C's record starts at 0, and
+      // B's record started after A's and X's.
+      const std::size_t b_at = 2 * r::kHeaderBytes + r::payload_for(MergeScenario::A.size(), 8) +
+                               r::payload_for(MergeScenario::X.size(), 32);
+      const std::size_t in_value = b_at - r::kHeaderBytes - MergeScenario::C.size();
+      s.put(MergeScenario::C, offheap_test::value_with(in_value + forged.size(), in_value, forged));
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 TEMPLATE_TEST_CASE("a reader about to read a removed key's value never returns bytes forged with "
                    "its record's own stamp",
                    "[hooks][forgery]", offheap::StorePolicy, offheap::SingleWriterPolicy) {
   using Store = offheap::OffHeapStore<TestType>;
-  const bool retract = GENERATE(false, true);
+  const Away how = GENERATE(Away::merge, Away::retract, Away::grow_then_merge, Away::clear);
   {
-    INFO((retract ? "the tail moves back over B" : "B merges into its free neighbour"));
+    INFO(to_string(how));
     Store s(one_shard());
-    if (retract) {
+    if (how == Away::retract) {
       RetractScenario::build(s);
     } else {
       MergeScenario::build(s);
     }
     const auto attack = [&](std::uint64_t stamp) {
-      const std::string forged = offheap_test::forged_record(MergeScenario::B, "EVIL!", stamp, 5);
-      if (retract) {
-        RetractScenario::attack(s, forged);
-      } else {
-        MergeScenario::attack(s, forged);
-      }
+      remove_b_and_cover(how, s, offheap_test::forged_record(MergeScenario::B, "EVIL!", stamp, 5));
     };
     std::string out = "untouched";
     std::size_t forged_visits = 0;
@@ -252,14 +298,11 @@ TEMPLATE_TEST_CASE("a reader about to read a removed key's value never returns b
       s.put_value(MergeScenario::B, std::uint64_t{42});
       BeforeHitOnce hook(MergeScenario::B, [&](std::uint64_t stamp) {
         const std::uint64_t evil = 0xE7117;
-        const std::string typed = offheap_test::forged_record(
-            MergeScenario::B, std::string_view(reinterpret_cast<const char*>(&evil), 8), stamp, 8,
-            offheap::detail::value_type_tag<std::uint64_t>());
-        if (retract) {
-          RetractScenario::attack(s, typed);
-        } else {
-          MergeScenario::attack(s, typed);
-        }
+        remove_b_and_cover(how, s,
+                           offheap_test::forged_record(
+                               MergeScenario::B,
+                               std::string_view(reinterpret_cast<const char*>(&evil), 8), stamp, 8,
+                               offheap::detail::value_type_tag<std::uint64_t>()));
       });
       const auto v = s.template get_value<std::uint64_t>(MergeScenario::B);
       REQUIRE(BeforeHitOnce::fired());
@@ -423,4 +466,57 @@ TEST_CASE("a read is not thrown away for every merge elsewhere in the shard", "[
   CHECK(got);
   CHECK(out == std::string(4096, 's'));
   CHECK(starve_churns == 2);  // one churn per read, none repeated
+}
+
+// ---- a reader that loads the generation while clear() runs ---------------------
+
+namespace {
+std::atomic<int> clear_phase{0};
+void wait_for_phase(int p) {
+  while (clear_phase.load() < p) std::this_thread::yield();
+}
+}  // namespace
+
+TEST_CASE("a reader that loads the generation while clear() empties the table never returns "
+          "bytes forged where the cleared records were",
+          "[hooks][forgery]") {
+  // clear() is held right after its first move of the generation; a reader
+  // of B then loads that generation and finds B's slot still full. It is
+  // held there while clear() finishes and C is written over B's place with
+  // a forged record of B. Found by the third review (failed on dd87c23).
+  namespace r = offheap::detail::record;
+  offheap::Store s(one_shard());
+  MergeScenario::build(s);  // A | X (free) | B | Y
+  const std::string forged = offheap_test::forged_record(MergeScenario::B, "EVIL!", 0x2000, 5);
+  clear_phase = 0;
+  offheap::detail::testing_clear_after_bump = [] {
+    clear_phase = 1;
+    wait_for_phase(2);
+  };
+  std::thread writer([&] {
+    s.clear();
+    offheap::detail::testing_clear_after_bump = nullptr;
+    const std::size_t b_at = 2 * r::kHeaderBytes + r::payload_for(MergeScenario::A.size(), 8) +
+                             r::payload_for(MergeScenario::X.size(), 32);
+    const std::size_t in_value = b_at - r::kHeaderBytes - MergeScenario::C.size();
+    s.put(MergeScenario::C, offheap_test::value_with(in_value + forged.size(), in_value, forged));
+    clear_phase = 3;
+  });
+  wait_for_phase(1);
+  offheap::detail::testing_after_slot_load = [] {
+    offheap::detail::testing_after_slot_load = nullptr;
+    clear_phase = 2;  // clear() finishes, C is written
+    wait_for_phase(3);
+  };
+  std::string out;
+  const bool hit = s.get(MergeScenario::B, out);
+  writer.join();
+  offheap::detail::testing_after_slot_load = nullptr;
+  CHECK(clear_phase.load() == 3);  // the reader was held inside clear() and the put
+  CHECK_FALSE(hit);
+  CHECK_FALSE(s.contains(MergeScenario::B));
+  std::string c;
+  REQUIRE(s.get(MergeScenario::C, c));
+  CHECK(c.find("EVIL!") != std::string::npos);  // the forged bytes do lie there
+  CHECK(s.verify().empty());
 }

@@ -30,8 +30,8 @@
 //
 // A generation counter says when readers' conclusions from a table went
 // stale: growth bumps it after publishing the new table (an old table is
-// frozen from then on), clear() bumps it before emptying the table in place,
-// and a merge of free records or a retreat of the journal's tail bumps it
+// frozen from then on), clear() bumps it before and after emptying the table
+// in place, and a merge of free records or a retreat of the journal's tail bumps it
 // before that space can be reused (invalidate_readers(): a location a
 // reader holds may then lie inside another record's value bytes). A reader
 // loads the generation before the table and accepts a hit or a miss only
@@ -77,6 +77,12 @@ struct IndexTable {
     if (t) unmap(t, t->mapped_bytes);
   }
 };
+
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+/// Tests only (tests/hooks/): called by clear() between its first move of
+/// the generation and emptying the table, to hold the clearing thread there.
+inline void (*testing_clear_after_bump)() = nullptr;
+#endif
 
 namespace ctrl {
 inline constexpr std::uint8_t kEmpty = 0x00;
@@ -162,6 +168,16 @@ class Index {
   /// one every later writer issues when it takes the lock (Shard::WriteLock).
   bool unchanged_since(std::uint64_t generation) const noexcept {
     return generation_.load(std::memory_order_relaxed) == generation;
+  }
+  /// Whether `slot` (one of t's location words) is full: clear() empties
+  /// control bytes and leaves location words as they were, and erase()
+  /// stores none in the location first. Acquire: pairs with the release
+  /// that ends clear() (a reader that loaded its generation sees the table
+  /// empty) and with set_ctrl()'s stores.
+  static bool slot_full(const IndexTable* t, const std::uint64_t* slot) noexcept {
+    const auto i = static_cast<std::uint64_t>(slot - t->locations());
+    return (ctrl::byte_of(load_acquire(t->ctrl_words() + i / 8), static_cast<unsigned>(i % 8)) &
+            0x80) != 0;
   }
 
   // ---- writer side (the shard's lock is held) ------------------------------
@@ -298,16 +314,23 @@ class Index {
   }
 
   /// Empties the table in place (it keeps its capacity; the pages of its
-  /// locations go back to the OS). Readers inside it conclude nothing from
-  /// what they read: the generation moves first.
+  /// locations go back to the OS, and those left keep their words: a
+  /// reader checks slot_full() before it trusts a location it reloads).
+  /// The generation moves before (readers inside conclude nothing from what
+  /// they read) and again after: a reader that loaded the generation while
+  /// the table was being emptied, and saw a slot still full, must not
+  /// accept what it finds there once the records' space is reused.
   void clear() noexcept {
     generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     // Pairs with the reader's acquire fence before unchanged_since(): a reader
     // that sees any of the stores below sees the new generation.
     std::atomic_thread_fence(std::memory_order_release);
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+    if (testing_clear_after_bump != nullptr) testing_clear_after_bump();
+#endif
     IndexTable* t = table();
     for (std::uint64_t g = 0; g < t->groups(); ++g) store_relaxed(t->ctrl_words() + g, 0);
-    // Locations of empty slots are never read: hand their whole pages back.
+    // Locations of empty slots are never trusted: hand their whole pages back.
     const auto begin = reinterpret_cast<std::uintptr_t>(t->locations());
     const auto end = begin + t->capacity * 8;
     const std::uintptr_t first = round_up(begin, page_size());
@@ -315,6 +338,10 @@ class Index {
     if (last > first) discard_pages(reinterpret_cast<void*>(first), last - first);
     full_ = 0;
     tombstones_ = 0;
+    // The second move (its release pairs with acquire_generation(): a reader
+    // that loads it sees every control byte empty); its fence, with the
+    // writer's, carries it to readers of anything written over the records.
+    invalidate_readers();
   }
 
   /// Replaces the (empty, unpublished to readers) table with `t`, which

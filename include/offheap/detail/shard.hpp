@@ -547,7 +547,7 @@ class alignas(64) Shard {
         // Pairs with the release store in Index::set_ctrl.
         const std::uint64_t w = load_acquire(ctrls + g);
         for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
-          const Examined e = examine(generation, locs + g * 8 + ctrl::first(m), key, on_hit,
+          const Examined e = examine(generation, t, locs + g * 8 + ctrl::first(m), key, on_hit,
                                      backoff, may_starve, locked);
           if (e == Examined::hit) return Probe::hit;
           if (e == Examined::starved) return Probe::starved;
@@ -569,8 +569,9 @@ class alignas(64) Shard {
   }
 
   template <class OnHit>
-  Examined examine(std::uint64_t generation, const std::uint64_t* slot, std::string_view key,
-                   OnHit& on_hit, Backoff& backoff, bool may_starve, bool locked) const {
+  Examined examine(std::uint64_t generation, const IndexTable* t, const std::uint64_t* slot,
+                   std::string_view key, OnHit& on_hit, Backoff& backoff, bool may_starve,
+                   bool locked) const {
     for (;; backoff.pause()) {
       if (may_starve && backoff.exhausted()) return Examined::starved;
       // Pairs with the release stores in Index::insert/update: the record the
@@ -644,7 +645,7 @@ class alignas(64) Shard {
         // only have been freed, which changes its stamp, or superseded and
         // kept whole: then it was the key's current one at the slot check.)
         if (on_hit(loc, rec, m, s1)) {
-          if (index_.unchanged_since(generation) || still_current(slot, loc, rec, s1)) {
+          if (index_.unchanged_since(generation) || still_current(t, slot, loc, rec, s1)) {
             return Examined::hit;
           }
           return Examined::restart;
@@ -658,17 +659,22 @@ class alignas(64) Shard {
     }
   }
 
-  /// After a read of the record at `loc` (stamp s1) during which the
-  /// generation moved (a merge or a retreat of the tail anywhere in the
-  /// shard): the bytes read were the record's if, under a generation loaded
-  /// afresh that holds meanwhile, the slot still leads to `loc` and the
-  /// record still shows s1. A slot that leads somewhere under an unmoved
-  /// generation leads to a record start, whose stamp is drawn afresh at
-  /// every write and free and so never shows s1 again once the record was
-  /// changed: the record stayed as it was throughout the read.
-  bool still_current(const std::uint64_t* slot, Location loc, const std::byte* rec,
-                     std::uint64_t s1) const noexcept {
-    const std::uint64_t g2 = index_.acquire_generation();  // before the slot, as in probe()
+  /// After a read of the record at `loc` (stamp s1), through `slot` of
+  /// table `t`, during which the generation moved (a merge or a retreat of
+  /// the tail anywhere in the shard): the bytes read were the record's if,
+  /// under a generation loaded afresh that holds meanwhile, `t` is still
+  /// the current table (a replaced one is frozen: its slots may lead to
+  /// freed records; the reader's epoch keeps `t` from being reused), the
+  /// slot is still full (clear() leaves locations) and still leads to
+  /// `loc`, and the record still shows s1. A full slot of the current
+  /// table under an unmoved generation leads to a record start, whose stamp
+  /// is drawn afresh at every write and free and so never shows s1 again
+  /// once the record was changed: the record stayed as it was throughout.
+  bool still_current(const IndexTable* t, const std::uint64_t* slot, Location loc,
+                     const std::byte* rec, std::uint64_t s1) const noexcept {
+    const std::uint64_t g2 = index_.acquire_generation();  // before the table, as in probe()
+    if (index_.acquire_table() != t) return false;
+    if (!Index::slot_full(t, slot)) return false;
     if (load_acquire(slot) != loc.raw()) return false;
     if (record::read_stamp(rec) != s1) return false;
     std::atomic_thread_fence(std::memory_order_acquire);  // as in record::validate

@@ -33,6 +33,9 @@ bool Shard<P>::copy_record(const IndexTable* t, const std::uint64_t* slot, std::
     // First, as in probe(): what is read below counts only while it stays.
     const std::uint64_t generation = index_.acquire_generation();
     if (index_.acquire_table() != t) return copy_from_frozen(slot, kbuf, vbuf);
+    // Emptied by clear() (which leaves locations) or by a removal since the
+    // walk saw it full: its key is gone.
+    if (!Index::slot_full(t, slot)) return false;
     const Location loc = Location::from_raw(load_acquire(slot));
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     testing_reader_step();
@@ -77,7 +80,7 @@ bool Shard<P>::copy_record(const IndexTable* t, const std::uint64_t* slot, std::
     // elsewhere moved the generation, the record is still current).
     if (!record::validate(rec, s1)) continue;
     if (!(index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) &&
-        !still_current(slot, loc, rec, s1)) {
+        !still_current(t, slot, loc, rec, s1)) {
       continue;
     }
     if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf) != stored) {

@@ -5,14 +5,14 @@
 // not do: the page cache holds every write whether or not it was synced.
 //
 // SyncRecorder installs the library's sync observer (detail/file.hpp), which
-// copies each range as its msync starts and counts it once the msync has
-// returned; image() finds the file behind each recorded address through
-// /proc/self/maps and lays the copies over a baseline. One recorder at a
-// time per process.
+// copies each range as its msync starts (finding the file behind it through
+// /proc/self/maps) and counts it once the msync has returned; image() lays
+// the copies over a baseline. One recorder at a time per process.
 #pragma once
 
 #include <offheap/detail/file.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -54,8 +54,10 @@ inline void write_dir_files(const std::filesystem::path& dir, const FileImages& 
 
 class SyncRecorder {
  public:
+  /// Bytes an msync wrote to one file: `bytes` at `offset` of `path`.
   struct Range {
-    std::uintptr_t address;
+    std::string path;  // as /proc/self/maps names the mapped file
+    std::uint64_t offset;
     std::string bytes;
   };
 
@@ -78,35 +80,33 @@ class SyncRecorder {
     std::lock_guard<std::mutex> g(mutex_);
     return ranges_;
   }
+  /// The number of msyncs that returned since the recorder was made or
+  /// reset() (each may have written several files' ranges).
   std::size_t count() const {
     std::lock_guard<std::mutex> g(mutex_);
-    return ranges_.size();
+    return syncs_;
+  }
+  /// Forgets what was recorded (msyncs in flight still count when they return).
+  void reset() {
+    std::lock_guard<std::mutex> g(mutex_);
+    ranges_.clear();
+    syncs_ = 0;
   }
 
   /// `baseline` (the files of `dir` at a durability point) with every range
   /// recorded since laid over it, in order: what the disk holds. Ranges of
-  /// mappings of files outside `dir` are ignored.
+  /// files outside `dir` are ignored. The files are found as each msync
+  /// started, so the image can be made after the store has closed.
   FileImages image(const FileImages& baseline, const std::filesystem::path& dir) const {
     FileImages out = baseline;
-    const std::vector<Mapping> maps = mappings();
     const std::string prefix = std::filesystem::canonical(dir).string() + "/";
     for (const Range& r : ranges()) {
-      for (std::size_t done = 0; done < r.bytes.size();) {
-        const std::uintptr_t a = r.address + done;
-        const Mapping* m = nullptr;
-        for (const Mapping& x : maps) {
-          if (a >= x.start && a < x.end) m = &x;
-        }
-        if (m == nullptr) break;  // not a file mapping (cannot happen for chunks)
-        const std::size_t n = std::min<std::size_t>(r.bytes.size() - done, m->end - a);
-        if (m->path.rfind(prefix, 0) == 0) {
-          std::string& file = out[m->path.substr(prefix.size())];
-          const std::uint64_t off = m->offset + (a - m->start);
-          if (file.size() < off + n) file.resize(off + n, '\0');
-          std::memcpy(file.data() + off, r.bytes.data() + done, n);
-        }
-        done += n;
-      }
+      if (r.path.rfind(prefix, 0) != 0) continue;
+      const std::string name = r.path.substr(prefix.size());
+      if (name.find('/') != std::string::npos) continue;  // a subdirectory's file
+      std::string& file = out[name];
+      if (file.size() < r.offset + r.bytes.size()) file.resize(r.offset + r.bytes.size(), '\0');
+      std::memcpy(file.data() + r.offset, r.bytes.data(), r.bytes.size());
     }
     return out;
   }
@@ -134,6 +134,25 @@ class SyncRecorder {
     }
     return out;
   }
+  /// [p, p + bytes) as ranges of the files mapped there, with their bytes now.
+  static std::vector<Range> resolve(const void* p, std::uint64_t bytes) {
+    std::vector<Range> out;
+    const std::vector<Mapping> maps = mappings();
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    for (std::uint64_t done = 0; done < bytes;) {
+      const std::uintptr_t a = address + done;
+      const Mapping* m = nullptr;
+      for (const Mapping& x : maps) {
+        if (a >= x.start && a < x.end) m = &x;
+      }
+      if (m == nullptr) break;  // not mapped (cannot happen: the library syncs its mappings)
+      const std::uint64_t n = std::min<std::uint64_t>(bytes - done, m->end - a);
+      out.push_back({m->path, m->offset + (a - m->start),
+                     std::string(reinterpret_cast<const char*>(a), n)});
+      done += n;
+    }
+    return out;
+  }
   static SyncRecorder*& instance() {
     static SyncRecorder* r = nullptr;
     return r;
@@ -145,26 +164,34 @@ class SyncRecorder {
     if (self == nullptr) return;
     const auto address = reinterpret_cast<std::uintptr_t>(p);
     if (!done) {
+      std::vector<Range> copy = resolve(p, bytes);
       {
         std::lock_guard<std::mutex> g(self->mutex_);
-        self->pending_.push_back({address, std::string(static_cast<const char*>(p), bytes)});
+        self->pending_.push_back({address, bytes, std::move(copy)});
       }
       if (self->before_msync) self->before_msync(p, bytes);
       return;
     }
     std::lock_guard<std::mutex> g(self->mutex_);
     for (auto it = self->pending_.begin(); it != self->pending_.end(); ++it) {
-      if (it->address == address && it->bytes.size() == bytes) {
-        self->ranges_.push_back(std::move(*it));
+      if (it->address == address && it->bytes == bytes) {
+        for (Range& r : it->ranges) self->ranges_.push_back(std::move(r));
+        ++self->syncs_;
         self->pending_.erase(it);
         return;
       }
     }
   }
 
+  struct Pending {
+    std::uintptr_t address;
+    std::uint64_t bytes;
+    std::vector<Range> ranges;
+  };
   mutable std::mutex mutex_;
-  std::vector<Range> pending_;  // msyncs started, not yet returned
-  std::vector<Range> ranges_;   // msyncs returned, in the order they did
+  std::vector<Pending> pending_;  // msyncs started, not yet returned
+  std::vector<Range> ranges_;     // what msyncs that returned wrote, in the order they did
+  std::size_t syncs_ = 0;
 };
 
 }  // namespace offheap_test

@@ -272,6 +272,12 @@ class Journal {
   /// Writes the pages of [loc, loc + bytes) and of the chunk's header page
   /// to the file and waits. Returns 0 or the errno.
   int sync_range(Location loc, std::uint64_t bytes) const noexcept {
+#if defined(OFFHEAP_TESTING_NO_WRITE_SYNC)
+    // A broken build for tests only (tests/power_loss_test.cpp's twin):
+    // every_write's writes return before their records are on disk.
+    (void)loc, (void)bytes;
+    return 0;
+#endif
     const std::uint64_t page = page_size();
     std::byte* head = chunk_base(loc.chunk()) - format::kChunkHeaderBytes;
     const std::uint64_t from = (format::kChunkHeaderBytes + loc.offset()) / page * page;

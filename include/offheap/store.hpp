@@ -131,7 +131,10 @@ class OffHeapStore {
     const std::lock_guard<std::mutex> closing(close_mutex_);
     if (files_->closed.exchange(true)) return;
     stop_maintenance();
-    if (files_->read_only || options_.durability == Durability::none) return;
+    if (files_->read_only || options_.durability == Durability::none) {
+      files_->close_synced.store(true, std::memory_order_relaxed);  // nothing to write
+      return;
+    }
     if (const int err = files_->sync_error.load(std::memory_order_relaxed)) {
       throw Error(Errc::io_error, name() + ": not closed cleanly: an earlier sync failed (" +
                                       detail::errno_text(err) + ")");
@@ -146,6 +149,7 @@ class OffHeapStore {
         }
       }
     }
+    files_->close_synced.store(true, std::memory_order_relaxed);  // read under close_mutex_
     // A store that met damage (a record failing its checksum, a free list
     // dropped) is left unclean: its next open rebuilds every shard from its
     // records, which steps over the damage instead of trusting it.
@@ -171,8 +175,14 @@ class OffHeapStore {
 #endif
     if (!sync_shards()) {
       // close() began: its syncs make everything written before durable;
-      // wait for them (it holds close_mutex_ throughout).
+      // wait for them (it holds close_mutex_ throughout), and say if they
+      // failed.
       const std::lock_guard<std::mutex> closed(close_mutex_);
+      if (!files_->close_synced.load(std::memory_order_relaxed)) {
+        const int err = files_->sync_error.load(std::memory_order_relaxed);
+        throw Error(Errc::io_error, name() + ": sync() during close(), whose writes to disk failed (" +
+                                        detail::errno_text(err != 0 ? err : EIO) + ")");
+      }
     }
   }
 
@@ -349,12 +359,13 @@ class OffHeapStore {
   /// key is absent (view.hpp). Allocates only for keys over 64 bytes.
   View view(std::string_view key) const {
     View v;
-    find(key, true, [&](detail::Location loc, const std::byte*, const detail::record::Meta& m,
+    const bool found = find(key, true, [&](detail::Location loc, const std::byte*, const detail::record::Meta& m,
                         std::uint64_t stamp) {
       v = View(this, loc, stamp, key, m.value_len, m.type);
       return true;
     });
-    return v;
+    // (on_hit may have run for a read that the lookup then threw away.)
+    return found ? v : View();
   }
 
   /// Returns: key's value as T, or nullopt if key is absent.

@@ -480,11 +480,13 @@ void wait_for_phase(int p) {
 TEST_CASE("a reader that loads the generation while clear() empties the table never returns "
           "bytes forged where the cleared records were",
           "[hooks][forgery]") {
-  // clear() is held right after its first move of the generation; a reader
-  // of B then loads that generation and finds B's slot still full. It is
-  // held there while clear() finishes and C is written over B's place with
-  // a forged record of B. Found by the third review (failed on dd87c23).
+  // clear() empties the table in place (as it does when no fresh table can
+  // be mapped) and is held right after its first move of the generation; a
+  // reader of B then loads that generation and finds B's slot still full.
+  // It is held there while clear() finishes and C is written over B's place
+  // with a forged record of B. Found by the third review (failed on dd87c23).
   namespace r = offheap::detail::record;
+  offheap::detail::testing_clear_in_place = true;
   offheap::Store s(one_shard());
   MergeScenario::build(s);  // A | X (free) | B | Y
   const std::string forged = offheap_test::forged_record(MergeScenario::B, "EVIL!", 0x2000, 5);
@@ -512,6 +514,7 @@ TEST_CASE("a reader that loads the generation while clear() empties the table ne
   const bool hit = s.get(MergeScenario::B, out);
   writer.join();
   offheap::detail::testing_after_slot_load = nullptr;
+  offheap::detail::testing_clear_in_place = false;
   CHECK(clear_phase.load() == 3);  // the reader was held inside clear() and the put
   CHECK_FALSE(hit);
   CHECK_FALSE(s.contains(MergeScenario::B));

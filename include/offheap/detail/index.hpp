@@ -30,8 +30,8 @@
 //
 // A generation counter says when readers' conclusions from a table went
 // stale: growth bumps it after publishing the new table (an old table is
-// frozen from then on), clear() bumps it before and after emptying the table
-// in place, and a merge of free records or a retreat of the journal's tail bumps it
+// frozen from then on), clear() bumps it after publishing a fresh empty
+// table (or before and after emptying the table in place), and a merge of free records or a retreat of the journal's tail bumps it
 // before that space can be reused (invalidate_readers(): a location a
 // reader holds may then lie inside another record's value bytes). A reader
 // loads the generation before the table and accepts a hit or a miss only
@@ -79,8 +79,11 @@ struct IndexTable {
 };
 
 #if defined(OFFHEAP_TESTING_READ_HOOK)
-/// Tests only (tests/hooks/): called by clear() between its first move of
-/// the generation and emptying the table, to hold the clearing thread there.
+/// Tests only (tests/hooks/): clear() empties the table in place (as when
+/// no fresh table can be mapped), and calls the hook between its first
+/// move of the generation and emptying the table, to hold the clearing
+/// thread there.
+inline bool testing_clear_in_place = false;
 inline void (*testing_clear_after_bump)() = nullptr;
 #endif
 
@@ -169,11 +172,11 @@ class Index {
   bool unchanged_since(std::uint64_t generation) const noexcept {
     return generation_.load(std::memory_order_relaxed) == generation;
   }
-  /// Whether `slot` (one of t's location words) is full: clear() empties
-  /// control bytes and leaves location words as they were, and erase()
-  /// stores none in the location first. Acquire: pairs with the release
-  /// that ends clear() (a reader that loaded its generation sees the table
-  /// empty) and with set_ctrl()'s stores.
+  /// Whether `slot` (one of t's location words) is full: clear() in place
+  /// empties control bytes and leaves location words as they were, and
+  /// erase() stores none in the location first. Acquire: pairs with
+  /// set_ctrl()'s release stores. (A caller that loaded, with acquire, the
+  /// generation that clear()'s second move stored sees the bytes empty.)
   static bool slot_full(const IndexTable* t, const std::uint64_t* slot) noexcept {
     const auto i = static_cast<std::uint64_t>(slot - t->locations());
     return (ctrl::byte_of(load_acquire(t->ctrl_words() + i / 8), static_cast<unsigned>(i % 8)) &
@@ -313,14 +316,40 @@ class Index {
     std::atomic_thread_fence(std::memory_order_release);
   }
 
-  /// Empties the table in place (it keeps its capacity; the pages of its
-  /// locations go back to the OS, and those left keep their words: a
-  /// reader checks slot_full() before it trusts a location it reloads).
-  /// The generation moves before (readers inside conclude nothing from what
-  /// they read) and again after: a reader that loaded the generation while
-  /// the table was being emptied, and saw a slot still full, must not
-  /// accept what it finds there once the records' space is reused.
-  void clear() noexcept {
+  /// Empties the index. A fresh empty table of the same capacity replaces
+  /// the current one, which is returned for the caller to retire as after
+  /// growth: readers inside it find it frozen (no longer current) and trust
+  /// nothing they read there, and its memory goes back to the OS once they
+  /// have left. If the fresh table cannot be mapped, the table is emptied
+  /// in place instead (nullptr is returned): the generation moves before
+  /// (readers inside conclude nothing from what they read) and again after
+  /// (a reader that loaded it mid-clear and saw a slot still full must not
+  /// accept what it finds once the records' space is reused); location
+  /// words are left as they were (a reader that reloads one checks
+  /// slot_full() first), never discarded, which could make them read as
+  /// another record's location (0, or a private file mapping's old word).
+  IndexTable* clear() noexcept {
+    IndexTable* old = table();
+    IndexTable* fresh = nullptr;
+    try {
+      fresh = IndexTable::create(old->capacity, name_);
+    } catch (...) {
+      fresh = nullptr;  // out of memory: emptied in place below
+    }
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+    if (testing_clear_in_place && fresh != nullptr) {
+      IndexTable::destroy(fresh);
+      fresh = nullptr;
+    }
+#endif
+    full_ = 0;
+    tombstones_ = 0;
+    if (fresh != nullptr) {
+      publish(fresh);
+      // As in grow(): a reader that sees this generation sees the new table.
+      invalidate_readers();
+      return old;
+    }
     generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     // Pairs with the reader's acquire fence before unchanged_since(): a reader
     // that sees any of the stores below sees the new generation.
@@ -328,20 +357,12 @@ class Index {
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     if (testing_clear_after_bump != nullptr) testing_clear_after_bump();
 #endif
-    IndexTable* t = table();
-    for (std::uint64_t g = 0; g < t->groups(); ++g) store_relaxed(t->ctrl_words() + g, 0);
-    // Locations of empty slots are never trusted: hand their whole pages back.
-    const auto begin = reinterpret_cast<std::uintptr_t>(t->locations());
-    const auto end = begin + t->capacity * 8;
-    const std::uintptr_t first = round_up(begin, page_size());
-    const std::uintptr_t last = end / page_size() * page_size();
-    if (last > first) discard_pages(reinterpret_cast<void*>(first), last - first);
-    full_ = 0;
-    tombstones_ = 0;
-    // The second move (its release pairs with acquire_generation(): a reader
+    for (std::uint64_t g = 0; g < old->groups(); ++g) store_relaxed(old->ctrl_words() + g, 0);
+    // The second move: its release pairs with acquire_generation() (a reader
     // that loads it sees every control byte empty); its fence, with the
     // writer's, carries it to readers of anything written over the records.
     invalidate_readers();
+    return nullptr;
   }
 
   /// Replaces the (empty, unpublished to readers) table with `t`, which

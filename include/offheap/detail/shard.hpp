@@ -323,12 +323,16 @@ class alignas(64) Shard {
     return true;
   }
 
-  /// Drops every record. The index is emptied in place and the journal's
-  /// pages go back to the OS (they read as zeros, which no stamp accepts);
-  /// nothing is unmapped, so readers inside need no grace period.
+  /// Drops every record. The index is replaced by an empty table (the old
+  /// one retired as after growth; emptied in place if no memory is left),
+  /// and the journal's pages go back to the OS (anonymous chunks read as
+  /// zeros, which no stamp accepts; file-backed ones are zeroed). Chunks
+  /// stay mapped, so readers inside need no grace period for them.
   void clear() noexcept {
     const WriteLock guard(*this);
-    index_.clear();  // moves the generation first: readers inside restart
+    // A fresh table (the old one retired, as after growth), or emptied in
+    // place; either way the generation moves: readers inside restart.
+    if (IndexTable* old = index_.clear()) retire(old);
     if (const int err = journal_.reset()) note_sync_error(err);  // writes refused: see reset()
     free_.clear();
     deferred_dropped_ += deferred_.size();

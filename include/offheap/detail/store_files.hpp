@@ -35,6 +35,7 @@ struct StoreFiles {
   std::vector<std::uint32_t> chunk_counts;  // per shard
   std::atomic<int> sync_error{0};           // errno of the first failed sync; writes refused after
   std::atomic<bool> closed{false};
+  std::atomic<bool> close_synced{false};    // close() wrote every record to disk (see sync())
 };
 
 /// Policies whose records mean the same: a store written with one may be

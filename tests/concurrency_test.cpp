@@ -10,12 +10,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +43,11 @@ constexpr auto kRunFor = 2s;
 constexpr std::uint32_t kWriters = 2;
 constexpr std::uint32_t kReaders = 2;
 constexpr std::uint32_t kMaxKeysPerWriter = 60000;
+/// Keys written before the threads start and never removed (writers only
+/// rewrite them): every read of them must hit. Their ids follow the
+/// writers' own keys; writer w owns those with id % kWriters == w.
+constexpr std::uint32_t kPinned = 256;
+constexpr std::uint32_t kFirstPinned = kWriters * kMaxKeysPerWriter;
 
 std::string key_of(std::uint32_t id) { return "key:" + std::to_string(id); }
 
@@ -93,7 +100,8 @@ struct Shared {
 struct WriterModel {
   std::vector<std::uint64_t> version;  // per owned key, bumped by every write and removal
   std::vector<bool> present;
-  std::uint64_t writes = 0, removes = 0, adds = 0;
+  std::vector<std::uint64_t> pinned_version;  // per pinned key (index id - kFirstPinned)
+  std::uint64_t writes = 0, removes = 0, adds = 0, pinned_writes = 0;
 };
 
 void writer(Shared& sh, std::uint32_t w, WriterModel& model) {
@@ -103,6 +111,15 @@ void writer(Shared& sh, std::uint32_t w, WriterModel& model) {
   while (!sh.stop.load(std::memory_order_relaxed)) {
     const std::uint32_t have = static_cast<std::uint32_t>(model.version.size());
     const std::uint64_t r = rng() % 100;
+    if (r >= 90) {
+      // A pinned key of this writer's, rewritten (never removed).
+      const std::uint32_t p = static_cast<std::uint32_t>(rng() % (kPinned / kWriters)) * kWriters + w;
+      const std::uint64_t v = ++model.pinned_version[p];
+      make_value(kFirstPinned + p, v, 12 + rng() % (rng() % 8 == 0 ? 4000 : 300), value);
+      sh.store.put(key_of(kFirstPinned + p), value);
+      ++model.pinned_writes;
+      continue;
+    }
     if (have == 0 || (r < 25 && have < kMaxKeysPerWriter)) {
       // A new key: the index grows while readers probe it.
       model.version.push_back(1);
@@ -131,19 +148,21 @@ void writer(Shared& sh, std::uint32_t w, WriterModel& model) {
 }
 
 struct ReaderFigures {
-  std::uint64_t hits = 0, misses = 0, views = 0;
+  std::uint64_t hits = 0, misses = 0, views = 0, pinned_hits = 0;
 };
 
 void reader(Shared& sh, std::uint32_t r, ReaderFigures& fig) {
   std::mt19937_64 rng(2000 + r);
-  std::vector<std::uint64_t> last(kWriters * kMaxKeysPerWriter, 0);  // newest version seen
+  std::vector<std::uint64_t> last(kFirstPinned + kPinned, 0);  // newest version seen
   std::string out;
   std::uint64_t version = 0;
   while (!sh.stop.load(std::memory_order_relaxed)) {
     const std::uint32_t w = static_cast<std::uint32_t>(rng() % kWriters);
     const std::uint32_t have = sh.keys[w].load(std::memory_order_acquire);
-    if (have == 0) continue;
-    const std::uint32_t id = static_cast<std::uint32_t>(rng() % have) * kWriters + w;
+    const bool pinned = rng() % 4 == 0;
+    if (have == 0 && !pinned) continue;
+    const std::uint32_t id = pinned ? kFirstPinned + static_cast<std::uint32_t>(rng() % kPinned)
+                                    : static_cast<std::uint32_t>(rng() % have) * kWriters + w;
     const std::string key = key_of(id);
     const std::uint64_t how = rng() % 8;
     std::string problem;
@@ -173,11 +192,19 @@ void reader(Shared& sh, std::uint32_t r, ReaderFigures& fig) {
       sh.fail("reader (" + std::string(kPath[how]) + "): " + problem);
       return;
     }
+    if (!hit && pinned && how < 7) {
+      // (A view may go stale between view() and read(): a rewrite.)
+      static const char* const kPath[] = {"get", "get", "get", "get", "get", "read", "read"};
+      sh.fail("reader (" + std::string(kPath[how]) + "): key " + std::to_string(id) +
+              ", never removed, was missed");
+      return;
+    }
     if (!hit) {
       ++fig.misses;
       continue;
     }
     ++fig.hits;
+    fig.pinned_hits += pinned;
     if (version < last[id]) {
       sh.fail("reader: key " + std::to_string(id) + " went back in time from version " +
               std::to_string(last[id]) + " to " + std::to_string(version));
@@ -197,6 +224,14 @@ TEST_CASE("concurrent readers see whole, own, monotonic values while writers chu
   offheap::Store store(o);
   Shared sh(store);
   std::vector<WriterModel> models(kWriters);
+  {
+    std::string value;
+    for (std::uint32_t p = 0; p < kPinned; ++p) {
+      make_value(kFirstPinned + p, 1, 12 + p * 13 % 500, value);
+      store.put(key_of(kFirstPinned + p), value);
+    }
+    for (WriterModel& m : models) m.pinned_version.assign(kPinned, 1);
+  }
   std::vector<ReaderFigures> figures(kReaders);
   std::vector<std::thread> threads;
   for (std::uint32_t w = 0; w < kWriters; ++w) threads.emplace_back(writer, std::ref(sh), w, std::ref(models[w]));
@@ -206,20 +241,27 @@ TEST_CASE("concurrent readers see whole, own, monotonic values while writers chu
   for (auto& t : threads) t.join();
 
   REQUIRE(sh.first_error == "");
-  std::uint64_t hits = 0, misses = 0, views = 0, writes = 0, removes = 0, adds = 0;
+  std::uint64_t hits = 0, misses = 0, views = 0, pinned_hits = 0, writes = 0, removes = 0, adds = 0,
+                pinned_writes = 0;
   for (const ReaderFigures& f : figures) {
     hits += f.hits;
     misses += f.misses;
     views += f.views;
+    pinned_hits += f.pinned_hits;
   }
   for (const WriterModel& m : models) {
     writes += m.writes;
     removes += m.removes;
     adds += m.adds;
+    pinned_writes += m.pinned_writes;
   }
-  WARN("readers: " << hits << " hits, " << misses << " misses, " << views << " view reads; writers: "
-                   << writes << " writes, " << removes << " removes, " << adds << " new keys");
+  WARN("readers: " << hits << " hits (" << pinned_hits << " of never-removed keys), " << misses
+                   << " misses, " << views << " view reads; writers: " << writes << " writes, "
+                   << removes << " removes, " << adds << " new keys, " << pinned_writes
+                   << " rewrites of never-removed keys");
   CHECK(hits > 1000);
+  CHECK(pinned_hits > 100);
+  CHECK(pinned_writes > 100);
   CHECK(writes > 1000);
   CHECK(removes > 100);
   const offheap::Stats st = store.stats();
@@ -240,7 +282,13 @@ TEST_CASE("concurrent readers see whole, own, monotonic values while writers chu
       REQUIRE(version == models[w].version[local]);
     }
   }
-  CHECK(store.size() == present);
+  for (std::uint32_t p = 0; p < kPinned; ++p) {
+    REQUIRE(store.get(key_of(kFirstPinned + p), out));
+    std::uint64_t version = 0;
+    REQUIRE(check_value(kFirstPinned + p, out, version) == "");
+    REQUIRE(version == models[p % kWriters].pinned_version[p]);
+  }
+  CHECK(store.size() == present + kPinned);
   CHECK(store.verify() == "");
   store.maintain();
 }
@@ -279,57 +327,142 @@ TEST_CASE("a key under continuous rewrite is still read in bounded time", "[conc
 }
 
 TEST_CASE("for_each walks while writers write and grow the index", "[concurrency]") {
+  // 2,000 keys that no writer touches during the walks, among keys a writer
+  // keeps adding, rewriting and removing (records merge and move, the index
+  // grows under the walk): every walk visits each of the 2,000 exactly once
+  // with its value, and any other key with a whole value of its own.
+  constexpr std::uint32_t kStable = 2000;
   offheap::Store store;
-  for (std::uint32_t i = 0; i < 2000; ++i) store.put(key_of(i), std::string(40, 'x'));
+  std::string value;
+  for (std::uint32_t i = 0; i < kStable; ++i) {
+    make_value(i, 7, 12 + i * 37 % 300, value);
+    store.put(key_of(i), value);
+  }
+  const std::uint64_t capacity_before = store.stats().index_capacity;
   std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> written{0};
   std::thread w([&] {
     std::mt19937_64 rng(5);
-    for (std::uint32_t i = 2000; !stop.load(std::memory_order_relaxed); ++i) {
-      store.put(key_of(i), std::string(12 + rng() % 200, 'y'));
-      if (i % 3 == 0) store.remove(key_of(static_cast<std::uint32_t>(rng() % i)));
-      if (i > 400000) i = 2000;
+    std::string v;
+    for (std::uint32_t i = kStable, n = 0; !stop.load(std::memory_order_relaxed); ++i, ++n) {
+      make_value(i, n, 12 + rng() % 200, v);
+      store.put(key_of(i), v);
+      if (i % 3 == 0) store.remove(key_of(kStable + static_cast<std::uint32_t>(rng() % (i - kStable + 1))));
+      if (i > 400000) i = kStable;
+      written.store(n + 1, std::memory_order_relaxed);
     }
   });
-  std::uint64_t walks = 0, bad = 0;
+  std::uint64_t walks = 0, bad = 0, missed = 0, repeated = 0, others = 0, others_twice = 0;
+  std::string first_problem;
+  std::vector<std::uint32_t> seen(kStable);
+  std::set<std::uint32_t> other_seen;
   const auto until = std::chrono::steady_clock::now() + 500ms;
-  while (std::chrono::steady_clock::now() < until) {
+  while (std::chrono::steady_clock::now() < until || walks < 3) {
+    std::fill(seen.begin(), seen.end(), 0);
+    other_seen.clear();
     store.for_each([&](std::string_view k, std::string_view v) {
-      bad += k.substr(0, 4) != "key:" || v.find_first_not_of(v.empty() ? 'x' : v[0]) != std::string_view::npos;
+      std::uint32_t id = 0;
+      std::string problem;
+      if (k.substr(0, 4) != "key:") {
+        problem = "a key that was never written: " + std::string(k);
+      } else {
+        id = static_cast<std::uint32_t>(std::stoul(std::string(k.substr(4))));
+        std::uint64_t version = 0;
+        problem = check_value(id, v, version);
+        if (problem.empty() && id < kStable && version != 7) problem = "a stable key's value changed";
+      }
+      if (!problem.empty()) {
+        if (bad++ == 0) first_problem = problem;
+        return;
+      }
+      if (id < kStable) {
+        repeated += seen[id]++ == 1;
+      } else {
+        // A key removed and put again during the walk may land in a slot
+        // the walk has yet to visit: seen twice, which the walk allows.
+        others_twice += !other_seen.insert(id).second;
+        ++others;
+      }
     });
+    for (std::uint32_t i = 0; i < kStable; ++i) missed += seen[i] == 0;
     ++walks;
   }
   stop.store(true);
   w.join();
-  CHECK(walks > 0);
+  INFO(first_problem);
+  WARN(walks << " walks while " << written.load() << " keys were written; " << others
+             << " visits of other keys (" << others_twice << " of a key seen before)");
+  CHECK(walks >= 3);
   CHECK(bad == 0);
+  CHECK(missed == 0);
+  CHECK(repeated == 0);
+  CHECK(others > 0);
+  CHECK(store.stats().index_capacity > capacity_before);  // the index grew during the walks
   CHECK(store.verify() == "");
 }
 
 TEST_CASE("clear under concurrent readers", "[concurrency]") {
+  // A writer fills 5,000 keys (values of round r say so), publishes how far
+  // it got, and clears, 30 times. A reader checks each get against what
+  // was published around it: a key already written in the current round,
+  // with no clear begun, must hit with that round's value; no hit may
+  // return a value from before a clear that had returned.
+  constexpr std::uint32_t kKeys = 5000;
+  constexpr std::uint64_t kClearing = 0xFFFFFFFF;
   offheap::Store store;
+  std::atomic<std::uint64_t> state{0};    // round << 32 | keys written in it (or kClearing)
+  std::atomic<std::uint64_t> cleared{0};  // the number of clear() calls that returned
   std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> wrong{0}, reads{0};
+  std::atomic<std::uint64_t> wrong{0}, must_hit{0}, hits{0}, misses{0};
+  std::string first_problem;
   std::thread r([&] {
     std::string out;
     std::mt19937_64 rng(9);
     while (!stop.load(std::memory_order_relaxed)) {
-      const std::uint32_t id = static_cast<std::uint32_t>(rng() % 5000);
+      const std::uint32_t id = static_cast<std::uint32_t>(rng() % kKeys);
+      const std::uint64_t done_before = cleared.load(std::memory_order_acquire);
+      const std::uint64_t s1 = state.load(std::memory_order_acquire);
+      const bool hit = store.get(key_of(id), out);
+      const std::uint64_t s2 = state.load(std::memory_order_acquire);
+      std::string problem;
       std::uint64_t version = 0;
-      if (store.get(key_of(id), out) && check_value(id, out, version) != "") wrong.fetch_add(1);
-      reads.fetch_add(1, std::memory_order_relaxed);
+      if (hit) {
+        problem = check_value(id, out, version);
+        if (problem.empty() && version < done_before) {
+          problem = "key " + std::to_string(id) + " returned round " + std::to_string(version) +
+                    "'s value after clear() number " + std::to_string(done_before) + " returned";
+        }
+      }
+      // Written in this round before the get began, and no clear since.
+      const bool required = (s1 >> 32) == (s2 >> 32) && (s1 & kClearing) != kClearing &&
+                            (s2 & kClearing) != kClearing && id < (s1 & kClearing);
+      if (required) {
+        must_hit.fetch_add(1, std::memory_order_relaxed);
+        if (problem.empty() && !hit) problem = "key " + std::to_string(id) + " was missed";
+        if (problem.empty() && version != (s1 >> 32)) problem = "key " + std::to_string(id) + ": an older round";
+      }
+      (hit ? hits : misses).fetch_add(1, std::memory_order_relaxed);
+      if (!problem.empty() && wrong.fetch_add(1) == 0) first_problem = problem;
     }
   });
   std::string value;
-  for (int round = 0; round < 30; ++round) {
-    for (std::uint32_t id = 0; id < 5000; ++id) {
-      make_value(id, static_cast<std::uint64_t>(round), 12 + (id * 7 + static_cast<std::uint32_t>(round)) % 500, value);
+  for (std::uint64_t round = 0; round < 30; ++round) {
+    for (std::uint32_t id = 0; id < kKeys; ++id) {
+      make_value(id, round, 12 + (id * 7 + static_cast<std::uint32_t>(round)) % 500, value);
       store.put(key_of(id), value);
+      state.store(round << 32 | (id + 1), std::memory_order_release);
     }
+    state.store(round << 32 | kClearing, std::memory_order_release);
     store.clear();
+    cleared.store(round + 1, std::memory_order_release);
   }
   stop.store(true);
   r.join();
+  INFO(first_problem);
+  WARN(hits.load() << " hits, " << misses.load() << " misses, " << must_hit.load()
+                   << " reads that had to hit");
   CHECK(wrong.load() == 0);
-  CHECK(reads.load() > 0);
+  CHECK(must_hit.load() > 100);
+  CHECK(misses.load() > 0);
   CHECK(store.empty());
 }

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -139,4 +140,23 @@ TEST_CASE("a sync() while another thread closes the store returns once the close
   offheap::Store after(o);
   CHECK(after.get("base") == "b");
   CHECK(after.get("k") == "acknowledged");
+}
+
+TEST_CASE("a sync() after a close() whose writes failed says so", "[files][sync]") {
+  // close() fails to write the records (msync fails); a later sync() (from
+  // another thread, say) must not return as if they were durable. (On
+  // dd87c23 and 700ce90 it returned normally.)
+  TempDir tmp;
+  offheap::Store s(periodic(tmp / "store"));
+  s.put("k", "v");
+  offheap::detail::testing_fail_syncs().store(EIO);
+  CHECK_THROWS_AS(s.close(), offheap::Error);
+  offheap::detail::testing_fail_syncs().store(0);
+  try {
+    s.sync();
+    FAIL("sync() returned after close() failed to write the records");
+  } catch (const offheap::Error& e) {
+    CHECK(e.code() == offheap::Errc::io_error);
+    CHECK(std::string(e.what()).find("close()") != std::string::npos);
+  }
 }

@@ -32,11 +32,18 @@ TEST_CASE("a view reads its record in place until the record changes", "[view]")
 }
 
 TEST_CASE("a view never reads another key's record from a reused slot", "[view]") {
-  offheap::Store s;
+  offheap::Options o;
+  o.shards = 1;  // victim and thief in one journal
+  offheap::Store s(o);
   s.put("victim", std::string(40, 'v'));
+  const std::uint64_t used = s.stats().journal_bytes;
   const auto v = s.view("victim");
   s.remove("victim");
-  s.put("thief", std::string(40, 't'));  // lands in the freed slot
+  s.put("thief", std::string(40, 't'));  // a record of the same size, where victim's was
+  // The thief's record took the victim's place (the only record, at the
+  // journal's start: the tail moved back over the victim's, and forward again).
+  REQUIRE(s.stats().journal_bytes == used);
+  REQUIRE(s.stats().free_records == 0);
   CHECK(v.status() == ViewStatus::removed);
   try {
     v.read([](std::string_view) {});

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <string>
 #include <thread>
@@ -71,14 +72,24 @@ TEST_CASE("epochs: readers that come and go never block reclamation for long", "
       const EpochGuard g(d);
     }
   });
-  int freed = 0;
+  // Each retirement must become free within a bound (the reader keeps
+  // leaving); a wait that runs past it counts as stuck instead of hanging.
+  int freed = 0, stuck = 0;
   for (int i = 0; i < 200; ++i) {
     const std::uint64_t e = d.advance();
-    while (d.safe_epoch() < e) std::this_thread::yield();  // ends: the reader keeps leaving
-    ++freed;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (d.safe_epoch() < e && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    if (d.safe_epoch() >= e) {
+      ++freed;
+    } else if (++stuck == 3) {
+      break;
+    }
   }
   stop.store(true);
   reader.join();
+  CHECK(stuck == 0);
   CHECK(freed == 200);
 }
 

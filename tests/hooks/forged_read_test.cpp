@@ -294,6 +294,14 @@ TEMPLATE_TEST_CASE("a reader about to read a removed key's value never returns b
       CHECK_THROWS_AS(v.read([&](std::string_view b) { out.assign(b); }), offheap::StaleView);
       REQUIRE(BeforeHitOnce::fired());
     }
+    SECTION("view(key)") {
+      // The lookup behind view() throws its read away: the view is empty.
+      BeforeHitOnce hook(MergeScenario::B, attack);
+      const auto v = s.view(MergeScenario::B);
+      REQUIRE(BeforeHitOnce::fired());
+      CHECK_FALSE(v);
+      CHECK(v.size() == 0);
+    }
     SECTION("get_value<T>(key)") {
       s.put_value(MergeScenario::B, std::uint64_t{42});
       BeforeHitOnce hook(MergeScenario::B, [&](std::uint64_t stamp) {

@@ -56,6 +56,11 @@ void Shard<P>::reclaim() noexcept {
 #if defined(OFFHEAP_TESTING_NO_GRACE_PERIOD)
   // Test-only build: frees at once, to prove the reclamation test can fail.
   free_retired(~std::uint64_t{0});
+#elif defined(OFFHEAP_TESTING_GRACE_OFF_BY_ONE)
+  // Test-only build: also frees what readers of the oldest epoch inside may
+  // still hold (one epoch early), to prove the test sees an off-by-one.
+  const std::uint64_t safe = domain_.safe_epoch();
+  free_retired(safe == 0 ? 0 : safe + 1);
 #else
   free_retired(domain_.safe_epoch());
 #endif

@@ -29,15 +29,19 @@
 #                    temporary one
 #   FUZZ_MIN_RUNS    the floor on executions (default: 25 per second of the
 #                    run, 3000 for CI's 120 s; 0: no floor). Measured on the
-#                    2-core development machine, loaded by other builds: about
-#                    9,000 to 11,000 executions in 120 s; the default leaves a
-#                    third of that for a machine still busier.
+#                    2-core development machine, busy with other builds (load
+#                    about 6): 15,500 executions in 120 s from the kept corpus,
+#                    7,600 with a second fuzzer running beside it; the default
+#                    is under half of the lower figure.
 #   FUZZ_UPDATE_CORPUS=1
 #                    after a run with no finding, merge its working corpus
-#                    into tests/fuzz/corpus/ with -merge=1 (the smallest set
-#                    of inputs that covers all they cover; the directory is
-#                    replaced by that set). To refresh the kept corpus, run
-#                    for a long time and commit the result, e.g.
+#                    (which began as a copy of the kept one) into
+#                    tests/fuzz/corpus/ with -merge=1 -use_counters=0: the
+#                    directory is replaced by a small set of inputs that
+#                    reaches every edge they reach (with hit counts as
+#                    features too, a 25-minute run's corpus merged to 806
+#                    inputs; edges alone, 127). To refresh the kept corpus,
+#                    run for a long time and commit the result, e.g.
 #                      FUZZ_UPDATE_CORPUS=1 tests/fuzz/run_fuzz.sh build/fuzz 1800
 #                      git add -A tests/fuzz/corpus
 #   FUZZ_PLANTED_FAULT=<name ...|all>
@@ -189,8 +193,8 @@ echo "run_fuzz.sh: no findings in $seconds s ($runs executions; floor $min_runs)
 if [ "${FUZZ_UPDATE_CORPUS:-0}" = 1 ]; then
   merged=$(mktemp -d "${TMPDIR:-/tmp}/offheap-fuzz-merged-XXXXXX")
   trap "$cleanup; rm -rf '$merged'" EXIT
-  echo "+ $binary -merge=1 ... $merged $corpus"
-  "$binary" -merge=1 "${flags[@]}" "$merged" "$corpus" 2>&1 | tail -n 3
+  echo "+ $binary -merge=1 -use_counters=0 ... $merged $corpus"
+  "$binary" -merge=1 -use_counters=0 "${flags[@]}" "$merged" "$corpus" 2>&1 | tail -n 3
   mkdir -p tests/fuzz/corpus
   find tests/fuzz/corpus -maxdepth 1 -type f ! -name '.*' -delete
   cp "$merged"/* tests/fuzz/corpus/

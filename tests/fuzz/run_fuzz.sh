@@ -199,5 +199,5 @@ if [ "${FUZZ_UPDATE_CORPUS:-0}" = 1 ]; then
   find tests/fuzz/corpus -maxdepth 1 -type f ! -name '.*' -delete
   cp "$merged"/* tests/fuzz/corpus/
   echo "run_fuzz.sh: tests/fuzz/corpus/ now holds $(find tests/fuzz/corpus -maxdepth 1 -type f | wc -l)" \
-    "inputs, $(du -sh tests/fuzz/corpus | cut -f1)"
+    "inputs, $(cat tests/fuzz/corpus/* | wc -c) bytes"
 fi

@@ -2,11 +2,14 @@
 // libFuzzer target: the open and recovery path of file-backed stores.
 //
 // At startup, small pristine stores are built (tiny chunks, a few hundred
-// writes with overwrites, removals and typed values; the history of every
-// value written per key kept): each in a cleanly closed variant (state files:
-// the open maps the saved index) and a crashed one (files captured while the
-// store was open: the open rebuilds from the records), with one shard and
-// with two. Their files are held in memory.
+// writes with overwrites, removals and typed values): each in a cleanly
+// closed variant (state files: the open maps the saved index) and a crashed
+// one (files captured while the store was open: the open rebuilds from the
+// records), with one shard and with two. Their files are held in memory, and
+// for each variant its model: the exact contents it must open with (every
+// key's final value, typed values as their bytes) and its history (every
+// value written for each key up to that variant; the crashed variant carries
+// on from its clean one, so its history is a superset).
 //
 // An input is a variant and a list of patches (see parse() below) applied to
 // a fresh copy of that variant's files: xor or overwrite bytes, zero a
@@ -14,23 +17,49 @@
 // pristine chunk files found (support/chunk_walk.hpp): a free record's
 // capacity, links, footer or flags, a live record's key or value length or
 // prev-free bit, a free record forged at the end of a live one. The copy is
-// opened read-only, then writable (which runs the writing recovery); every
-// key is read with get() and get_value(), the never-written keys too, and
-// for_each walks the store. With bit 2 of the first byte, a few writes
-// follow the writable open and everything is read again; with bits 2 and 3,
-// more writes then reach the free records (removals beside them, puts of
-// their classes, growth of the index: write_more) and everything is read
-// again. An open, read or write may throw offheap::Error; a value that was
-// never written for its key, any other exception, a crash, a sanitizer
-// report or a hang (libFuzzer's -timeout) is a finding.
+// opened read-only, then writable (which runs the writing recovery, then
+// closes cleanly), then read-only again. Each open is checked: every key is
+// read with get() and get_value(), never-written keys too, for_each walks the
+// store, size() is read. With bit 2 of the first byte, a few writes follow
+// the writable open (each read back at once) and everything is read again;
+// with bits 2 and 3, more writes then reach the free records (removals
+// beside them, puts of their classes, growth of the index: write_more) and
+// everything is read again.
+//
+// The oracle. An input is undamaged when its patches changed no byte of the
+// variant's files (the same names, sizes and bytes: a patch that writes what
+// is there, xors zero or truncates at the end counts as none). Then:
+//   - every open, read, write and the close must succeed: an offheap::Error
+//     is a finding ([refused]);
+//   - each open serves exactly the variant's contents, with the writes of the
+//     input applied: every key its exact value, removed and never-written
+//     keys absent, get_value equal, for_each yields each expected pair once
+//     and nothing else, size() equal ([undamaged]).
+// When the patches changed a byte (damaged), an open may throw
+// offheap::Error, and so may a read or a write; but
+//   - a value served (get, get_value, for_each) must be one this variant
+//     wrote for that key, or one a write of this input that threw tried to
+//     write ([history]); a never-written key must be absent;
+//   - a write after the writable open that returned must read back at once,
+//     after the other writes, and after the clean close and reopen: a put's
+//     exact value, a removal's absence ([written]);
+//   - once the writable open succeeded, the read-only reopen after its clean
+//     close must succeed ([reopen]).
+// Any other exception ([exception]), a crash, a sanitizer report or a hang
+// (libFuzzer's -timeout) is a finding too. A finding prints
+// "open_fuzz: FINDING [tag]: ..." and traps.
+//
+// Planted faults (the oracle's own test): built with
+// -DOFFHEAP_FUZZ_PLANTED_FAULTS, the target reads OFFHEAP_FUZZ_PLANTED_FAULT
+// and, in the target (never in the engine), imitates a broken store (see
+// Fault): run_fuzz.sh with FUZZ_PLANTED_FAULT=... expects each to be found.
 //
 // Build (clang): clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined
 //   -fno-sanitize-recover=undefined -Iinclude -Itests tests/fuzz/open_fuzz.cpp
 // Run: tests/fuzz/run_fuzz.sh [build dir] [seconds]
 // Replay a finding: <binary> <crash file>
 // The scratch directory is under $OFFHEAP_FUZZ_TMPDIR, else /dev/shm (fsync
-// is cheap there), else /tmp. OFFHEAP_FUZZ_STRICT_WRITES=1 also makes a put
-// that returned but does not read back a finding (beyond the guarantee).
+// is cheap there), else /tmp.
 #include <offheap/offheap.hpp>
 
 #include "support/bytes.hpp"
@@ -91,9 +120,17 @@ struct Target {
   std::size_t after = ~std::size_t{0};  // index of the next record in its chunk, if any
 };
 
+/// What a variant holds: the exact contents (key -> the bytes of its final
+/// value; removed keys absent) and every value written for each key.
+struct Model {
+  std::map<std::string, std::string> contents;
+  std::unordered_map<std::string, std::unordered_set<std::string>> history;
+};
+
 struct Variant {
   std::string label;
   std::vector<File> files;  // sorted by name: chunks, meta, states
+  Model model;
   // The pristine chunk files walked: every record in file order, the free
   // and live ones among them, and for the writes that follow an open: the
   // keys of live records beside free records (removing one merges) and the
@@ -102,6 +139,10 @@ struct Variant {
   std::vector<std::size_t> frees, lives;
   std::vector<std::string> merge_keys;
   std::vector<std::uint64_t> free_payloads;
+  // For the planted faults: a key of bytes present with an older value of
+  // its own (stale), and a value another variant wrote for a key that this
+  // one never wrote for it (foreign). Empty keys when there is none.
+  std::string stale_key, stale_value, foreign_key, foreign_value;
 };
 
 struct World {
@@ -109,27 +150,44 @@ struct World {
   std::vector<std::string> keys;
   std::vector<Kind> kinds;
   std::vector<std::string> never_written;
-  std::unordered_map<std::string, std::unordered_set<std::string>> history;
   std::vector<Variant> variants;
 };
 
 World* world = nullptr;
-bool strict_writes = false;  // OFFHEAP_FUZZ_STRICT_WRITES=1
-// Values written by the current input after its writable open (byte 0, bits 2-3).
-std::unordered_map<std::string, std::unordered_set<std::string>> written_now;
 
-[[noreturn]] void finding(const std::string& what) {
-  std::fprintf(stderr, "open_fuzz: FINDING: %s\n", what.c_str());
-  std::fflush(stderr);
-  __builtin_trap();
-}
+// ---- planted faults ----------------------------------------------------------------------
 
-bool allowed(const std::string& key, std::string_view value) {
-  const auto it = world->history.find(key);
-  if (it != world->history.end() && it->second.count(std::string(value)) != 0) return true;
-  const auto now = written_now.find(key);
-  return now != written_now.end() && now->second.count(std::string(value)) != 0;
+/// Faults the target can plant to show that the oracle finds them (built
+/// with -DOFFHEAP_FUZZ_PLANTED_FAULTS, chosen by OFFHEAP_FUZZ_PLANTED_FAULT).
+/// Each imitates an engine that breaks a promise, from the target's side:
+enum class Fault {
+  none,
+  lost_key,        // undamaged: the writable open loses a key (removed behind the oracle)
+  changed_value,   // undamaged: the writable open serves an older value of a key
+  open_refused,    // undamaged: the read-only open throws offheap::Error
+  foreign_value,   // damaged: the writable open serves a value another variant wrote
+  lost_write,      // damaged: a write after the open is gone after the clean reopen
+  reopen_refused,  // damaged: the reopen after a successful writable open throws
+};
+
+#ifdef OFFHEAP_FUZZ_PLANTED_FAULTS
+Fault planted_fault = Fault::none;
+bool planted(Fault f) { return planted_fault == f; }
+Fault parse_fault(std::string_view s) {
+  const std::pair<std::string_view, Fault> names[] = {
+      {"lost_key", Fault::lost_key},           {"changed_value", Fault::changed_value},
+      {"open_refused", Fault::open_refused},   {"foreign_value", Fault::foreign_value},
+      {"lost_write", Fault::lost_write},       {"reopen_refused", Fault::reopen_refused}};
+  for (const auto& [name, f] : names) {
+    if (s == name) return f;
+  }
+  std::fprintf(stderr, "open_fuzz: unknown OFFHEAP_FUZZ_PLANTED_FAULT \"%.*s\"\n",
+               static_cast<int>(s.size()), s.data());
+  std::exit(2);
 }
+#else
+constexpr bool planted(Fault) { return false; }
+#endif
 
 // ---- the pristine stores ---------------------------------------------------------------
 
@@ -146,8 +204,13 @@ offheap::Options options(const std::string& dir, bool read_only) {
   return o;
 }
 
-void workload(std::mt19937_64& rng, offheap::Store& s, std::size_t ops, std::uint64_t& version) {
+void workload(std::mt19937_64& rng, offheap::Store& s, std::size_t ops, std::uint64_t& version,
+              Model& m) {
   World& w = *world;
+  auto wrote = [&](const std::string& k, std::string v) {
+    m.history[k].insert(v);
+    m.contents[k] = std::move(v);
+  };
   for (std::size_t op = 0; op < ops; ++op) {
     const std::size_t i = rng() % w.keys.size();
     const std::string& k = w.keys[i];
@@ -155,18 +218,19 @@ void workload(std::mt19937_64& rng, offheap::Store& s, std::size_t ops, std::uin
     ++version;
     if (r < 10) {
       s.remove(k);
+      m.contents.erase(k);
       continue;
     }
     if (w.kinds[i] == Kind::u64) {
       const std::uint64_t v = i * 1000 + version;
       s.put_value(k, v);
-      w.history[k].insert(bytes_of(v));
+      wrote(k, bytes_of(v));
       continue;
     }
     if (w.kinds[i] == Kind::pod) {
       const Pod v{version, static_cast<std::uint32_t>(i), 7};
       s.put_value(k, v);
-      w.history[k].insert(bytes_of(v));
+      wrote(k, bytes_of(v));
       continue;
     }
     std::size_t len = rng() % 48;
@@ -175,7 +239,7 @@ void workload(std::mt19937_64& rng, offheap::Store& s, std::size_t ops, std::uin
     v.append(len, static_cast<char>('a' + rng() % 26));
     if (r < 22 && r >= 20) v.clear();  // empty values
     s.put(k, v);
-    w.history[k].insert(v);
+    wrote(k, std::move(v));
   }
 }
 
@@ -186,26 +250,63 @@ void build(const std::string& dir, std::uint32_t shards, std::uint64_t seed) {
   std::uint64_t version = seed << 20;
   clear_dir(dir);
   ::rmdir(dir.c_str());
+  Model m;
   {
     offheap::Options o = options(dir, false);
     o.durability = offheap::Durability::on_close;  // a real clean close: state files
     o.shards = shards;
     o.hash_seed = seed;
     offheap::Store s(o);
-    workload(rng, s, 500, version);
+    workload(rng, s, 500, version, m);
   }
-  w.variants.push_back({"clean/" + std::to_string(shards), capture_dir(dir), {}, {}, {}, {}, {}});
+  Variant clean;
+  clean.label = "clean/" + std::to_string(shards);
+  clean.files = capture_dir(dir);
+  clean.model = m;
+  w.variants.push_back(std::move(clean));
   {
     offheap::Options o = options(dir, false);
     o.durability = offheap::Durability::on_close;
     offheap::Store s(o);
-    workload(rng, s, 250, version);
+    workload(rng, s, 250, version, m);
     // Captured while the store is open: what a crash leaves (the records
     // are in the shared mappings, no state files, meta not clean).
-    w.variants.push_back(
-        {"crashed/" + std::to_string(shards), capture_dir(dir), {}, {}, {}, {}, {}});
+    Variant crashed;
+    crashed.label = "crashed/" + std::to_string(shards);
+    crashed.files = capture_dir(dir);
+    crashed.model = std::move(m);
+    w.variants.push_back(std::move(crashed));
   }
   clear_dir(dir);
+}
+
+/// The planted faults' keys and values of each variant (see Variant).
+void pick_fault_values() {
+  World& w = *world;
+  for (Variant& v : w.variants) {
+    for (std::size_t i = 0; i < w.keys.size() && v.stale_key.empty(); ++i) {
+      const auto now = v.model.contents.find(w.keys[i]);
+      if (w.kinds[i] != Kind::bytes || now == v.model.contents.end()) continue;
+      for (const std::string& old : v.model.history.at(w.keys[i])) {
+        if (old != now->second) {
+          v.stale_key = w.keys[i];
+          v.stale_value = old;
+          break;
+        }
+      }
+    }
+    for (const Variant& other : w.variants) {
+      for (const auto& [k, values] : other.model.history) {
+        const auto mine = v.model.history.find(k);
+        for (const std::string& x : values) {
+          if (v.foreign_key.empty() && (mine == v.model.history.end() || mine->second.count(x) == 0)) {
+            v.foreign_key = k;
+            v.foreign_value = x;
+          }
+        }
+      }
+    }
+  }
 }
 
 /// The smallest capacity of the free-list class `capacity` belongs to: a put
@@ -483,86 +584,218 @@ void apply(const Variant& v, std::vector<File>& files, const Patch& q) {
   }
 }
 
-// ---- checks ----------------------------------------------------------------------------
+// ---- the oracle ------------------------------------------------------------------------
+
+/// What the current input may read (see the top of this file).
+struct Expect {
+  const Variant* v = nullptr;
+  bool undamaged = false;
+  // Writes after the writable open that returned: key -> what it must read
+  // now (nullopt: removed).
+  std::map<std::string, std::optional<std::string>> written;
+  // Values a write of this input tried to write when it threw, and values
+  // such a write may have replaced: either outcome is allowed for the key.
+  std::unordered_map<std::string, std::unordered_set<std::string>> maybe;
+};
+Expect expect;
+
+[[noreturn]] void finding(const char* tag, const std::string& what) {
+  std::fprintf(stderr, "open_fuzz: FINDING [%s]: %s (variant %s, %s input)\n", tag, what.c_str(),
+               expect.v != nullptr ? expect.v->label.c_str() : "?",
+               expect.undamaged ? "undamaged" : "damaged");
+  std::fflush(stderr);
+  __builtin_trap();
+}
+
+std::string shown(const std::string* value) {
+  return value == nullptr ? std::string("absent") : "\"" + printable(*value) + "\"";
+}
+
+/// The value `k` must have in an undamaged store (nullopt: absent).
+std::optional<std::string> exact(const std::string& k) {
+  const auto w = expect.written.find(k);
+  if (w != expect.written.end()) return w->second;
+  const auto c = expect.v->model.contents.find(k);
+  if (c != expect.v->model.contents.end()) return c->second;
+  return std::nullopt;
+}
+
+/// How many keys an undamaged store must hold.
+std::size_t exact_count() {
+  std::size_t n = expect.v->model.contents.size();
+  for (const auto& [k, v] : expect.written) {
+    const bool before = expect.v->model.contents.count(k) != 0;
+    if (v && !before) ++n;
+    if (!v && before) --n;
+  }
+  return n;
+}
+
+/// Judges what a read of `k` returned (`got`: null when absent).
+void judge(const std::string& how, const char* op, const std::string& k, const std::string* got) {
+  if (expect.undamaged) {
+    const std::optional<std::string> want = exact(k);
+    if (want.has_value() != (got != nullptr) || (got != nullptr && *got != *want)) {
+      finding("undamaged", how + ": " + op + "(" + printable(k) + ") reads " + shown(got) +
+                               ", not " + shown(want ? &*want : nullptr));
+    }
+    return;
+  }
+  const auto w = expect.written.find(k);
+  if (w != expect.written.end()) {
+    const std::optional<std::string>& want = w->second;
+    if (want.has_value() != (got != nullptr) || (got != nullptr && *got != *want)) {
+      finding("written", how + ": " + op + "(" + printable(k) + "), written after the open, reads " +
+                             shown(got) + ", not " + shown(want ? &*want : nullptr));
+    }
+    return;
+  }
+  if (got == nullptr) return;
+  const auto h = expect.v->model.history.find(k);
+  if (h != expect.v->model.history.end() && h->second.count(*got) != 0) return;
+  const auto m = expect.maybe.find(k);
+  if (m != expect.maybe.end() && m->second.count(*got) != 0) return;
+  finding("history", how + ": " + op + "(" + printable(k) + ") reads " + shown(got) +
+                         ", a value this variant never wrote for that key");
+}
+
+/// An offheap::Error from a read or write of the store: a finding when the
+/// input is undamaged or (`written`) the key was written after the open.
+void on_error(const std::string& how, const std::string& what, const offheap::Error& e,
+              bool written = false) {
+  if (expect.undamaged) finding("refused", how + ": " + what + " threw: " + e.what());
+  if (written) finding("written", how + ": " + what + ", written after the open, threw: " + e.what());
+}
+
+void check_key(const offheap::Store& s, const std::string& k, const std::string& how) {
+  std::string out;
+  bool hit = false;
+  try {
+    hit = s.get(k, out);
+  } catch (const offheap::Error& e) {
+    on_error(how, "get(" + printable(k) + ")", e, expect.written.count(k) != 0);
+    return;
+  }
+  judge(how, "get", k, hit ? &out : nullptr);
+}
 
 template <class T>
-void check_typed(const offheap::Store& s, const std::string& k) {
+void check_typed(const offheap::Store& s, const std::string& k, const std::string& how) {
+  // A put after the open stores bytes: get_value may refuse them.
+  const auto w = expect.written.find(k);
+  if (w != expect.written.end() && w->second) return;
+  std::optional<T> v;
   try {
-    const std::optional<T> v = s.get_value<T>(k);
-    if (v && !allowed(k, bytes_of(*v))) finding("get_value of " + printable(k) + ": a value never written");
-  } catch (const offheap::Error&) {
+    v = s.get_value<T>(k);
+  } catch (const offheap::Error& e) {
+    on_error(how, "get_value(" + printable(k) + ")", e);
+    return;
   }
+  const std::string got = v ? bytes_of(*v) : std::string();
+  judge(how, "get_value", k, v ? &got : nullptr);
 }
 
-void check(const offheap::Store& s, const char* how) {
+/// Every read the oracle judges, on the open store `s`.
+void check(const offheap::Store& s, const std::string& how) {
   const World& w = *world;
-  std::string out;
   for (std::size_t i = 0; i < w.keys.size(); ++i) {
-    const std::string& k = w.keys[i];
-    try {
-      if (s.get(k, out) && !allowed(k, out)) {
-        finding(std::string(how) + ": get(" + printable(k) + ") returned \"" + printable(out) +
-                "\", never written for that key");
-      }
-    } catch (const offheap::Error&) {
-    }
-    if (w.kinds[i] == Kind::u64) check_typed<std::uint64_t>(s, k);
-    if (w.kinds[i] == Kind::pod) check_typed<Pod>(s, k);
+    check_key(s, w.keys[i], how);
+    if (w.kinds[i] == Kind::u64) check_typed<std::uint64_t>(s, w.keys[i], how);
+    if (w.kinds[i] == Kind::pod) check_typed<Pod>(s, w.keys[i], how);
   }
-  for (const std::string& k : w.never_written) {
-    try {
-      if (s.get(k, out)) finding(std::string(how) + ": never-written key " + k + " is present");
-    } catch (const offheap::Error&) {
-    }
-  }
+  for (const std::string& k : w.never_written) check_key(s, k, how);
+  for (const auto& kv : expect.written) check_key(s, kv.first, how);
+  for (const auto& kv : expect.maybe) check_key(s, kv.first, how);
+
+  std::set<std::string> seen;
   try {
     s.for_each([&](std::string_view k, std::string_view v) {
-      if (!allowed(std::string(k), v)) {
-        finding(std::string(how) + ": for_each yielded (" + printable(k) + ", \"" + printable(v) +
-                "\"), never written for that key");
+      const std::string key(k), value(v);
+      if (!seen.insert(key).second && expect.undamaged) {
+        finding("undamaged", how + ": for_each yielded " + printable(key) + " twice");
       }
+      judge(how, "for_each", key, &value);
     });
-  } catch (const offheap::Error&) {
+  } catch (const offheap::Error& e) {
+    on_error(how, "for_each", e);
   }
-  (void)s.stats();
-  (void)s.size();
-}
-
-/// A put after a writable open of the damaged copy. It may throw
-/// offheap::Error (the caller catches it).
-void put(offheap::Store& s, const std::string& k, const std::string& v) {
-  written_now[k].insert(v);
-  s.put(k, v);
-  if (strict_writes) {
-    // Opt-in (OFFHEAP_FUZZ_STRICT_WRITES=1): a put that returned must
-    // read back, even in a damaged store.
-    std::string out;
-    bool hit = false;
-    try {
-      hit = s.get(k, out);
-    } catch (const offheap::Error& e) {
-      finding("put(" + printable(k) + ") returned, then get threw: " + e.what());
+  try {
+    (void)s.stats();
+  } catch (const offheap::Error& e) {
+    on_error(how, "stats()", e);
+  }
+  const std::uint64_t size = s.size();
+  if (!expect.undamaged) return;
+  const std::size_t want = exact_count();
+  if (seen.size() != want) {
+    std::string missing;
+    for (const auto& [k, v] : expect.v->model.contents) {
+      if (missing.empty() && seen.count(k) == 0 && exact(k)) missing = k;
     }
-    if (!hit || out != v) finding("put(" + printable(k) + ") returned, then get did not read it");
+    for (const auto& [k, v] : expect.written) {
+      if (missing.empty() && v && seen.count(k) == 0) missing = k;
+    }
+    finding("undamaged", how + ": for_each yielded " + std::to_string(seen.size()) + " keys, not " +
+                             std::to_string(want) +
+                             (missing.empty() ? "" : " (" + printable(missing) + " missing)"));
+  }
+  if (size != want) {
+    finding("undamaged",
+            how + ": size() is " + std::to_string(size) + ", not " + std::to_string(want));
   }
 }
 
-/// A few writes after a writable open of the damaged copy (overwrites, a
-/// new key, a removal), then everything is read again. A write or read may
-/// throw offheap::Error; a crash or a wrong value is a finding.
+// ---- writes after the writable open ------------------------------------------------------
+
+/// A write that threw: the key may now hold what it held or what the write
+/// tried (nullopt: a removal).
+void write_threw(const std::string& k, const std::optional<std::string>& tried) {
+  const auto w = expect.written.find(k);
+  if (w != expect.written.end()) {
+    if (w->second) expect.maybe[k].insert(*w->second);
+    expect.written.erase(w);
+  }
+  if (tried) expect.maybe[k].insert(*tried);
+}
+
+/// A put, then a read of the key at once. An Error is allowed when the input
+/// is damaged.
+void write_put(offheap::Store& s, const std::string& k, const std::string& v, const char* how) {
+  try {
+    s.put(k, v);
+  } catch (const offheap::Error& e) {
+    on_error(how, "put(" + printable(k) + ")", e);
+    write_threw(k, v);
+    return;
+  }
+  expect.written[k] = v;
+  check_key(s, k, std::string(how) + ", read back at once");
+}
+
+void write_remove(offheap::Store& s, const std::string& k, const char* how) {
+  try {
+    s.remove(k);
+  } catch (const offheap::Error& e) {
+    on_error(how, "remove(" + printable(k) + ")", e);
+    write_threw(k, std::nullopt);
+    return;
+  }
+  expect.written[k] = std::nullopt;
+  check_key(s, k, std::string(how) + ", read back at once");
+}
+
+/// A few writes after a writable open of the copy (overwrites, a new key, a
+/// removal), then everything is read again.
 void write_some(offheap::Store& s, std::uint8_t salt) {
   const World& w = *world;
   for (unsigned j = 0; j < 6; ++j) {
     const std::string k = j == 0 ? std::string("fresh") : w.keys[(salt * 7u + j * 37u) % w.keys.size()];
-    try {
-      if (j == 5) {
-        s.remove(k);
-      } else {
-        std::string v = "fz/" + std::to_string(j) + "/";
-        v.append(j * 300u + salt, 'w');
-        put(s, k, v);
-      }
-    } catch (const offheap::Error&) {
+    if (j == 5) {
+      write_remove(s, k, "write_some");
+    } else {
+      std::string v = "fz/" + std::to_string(j) + "/";
+      v.append(j * 300u + salt, 'w');
+      write_put(s, k, v, "write_some");
     }
   }
   check(s, "writable open, after writes");
@@ -574,48 +807,106 @@ void write_some(offheap::Store& s, std::uint8_t salt) {
 /// splits them), then new keys until the index has doubled (grow_index()
 /// rehashes every record); then everything is read again.
 void write_more(offheap::Store& s, const Variant& v, std::uint8_t salt) {
-  for (const std::string& k : v.merge_keys) {
-    try {
-      s.remove(k);
-    } catch (const offheap::Error&) {
-    }
-  }
+  for (const std::string& k : v.merge_keys) write_remove(s, k, "write_more");
   for (std::size_t i = 0; i < v.free_payloads.size(); ++i) {
     const std::string k = "fz-class-" + std::to_string(i);
     const std::uint64_t payload = v.free_payloads[i];
-    try {
-      put(s, k,
-          std::string(payload > k.size() ? payload - k.size() : 0,
-                      static_cast<char>('a' + salt % 26)));
-    } catch (const offheap::Error&) {
-    }
+    write_put(s, k,
+        std::string(payload > k.size() ? payload - k.size() : 0, static_cast<char>('a' + salt % 26)),
+        "write_more");
   }
+  std::uint64_t capacity = 0;
   try {
-    const std::uint64_t capacity = s.stats().index_capacity;
-    for (unsigned i = 0; i < 1200; ++i) {
-      if (i % 32 == 0 && s.stats().index_capacity >= 2 * capacity) break;
+    capacity = s.stats().index_capacity;
+  } catch (const offheap::Error& e) {
+    on_error("write_more", "stats()", e);
+  }
+  for (unsigned i = 0; i < 1200; ++i) {
+    if (i % 32 == 0) {
       try {
-        put(s, "fz-grow-" + std::to_string(i), std::string(i % 50, 'g'));
-      } catch (const offheap::Error&) {
+        if (s.stats().index_capacity >= 2 * capacity) break;
+      } catch (const offheap::Error& e) {
+        on_error("write_more", "stats()", e);
+        break;
       }
     }
-  } catch (const offheap::Error&) {
+    write_put(s, "fz-grow-" + std::to_string(i), std::string(i % 50, 'g'), "write_more");
   }
   check(s, "writable open, after more writes");
 }
 
-void open_and_check(bool read_only, bool writes = false, std::uint8_t salt = 0,
-                    const Variant* more = nullptr) {
+// ---- the three opens -----------------------------------------------------------------------
+
+/// A read-only open of the copy, checked. `after_writable`: the writable
+/// open before it succeeded (so this one must too).
+void read_only_open(const char* how, bool after_writable) {
   try {
-    offheap::Store s(options(world->scratch, read_only));
-    check(s, read_only ? "read-only open" : "writable open");
-    if (writes) write_some(s, salt);
-    if (writes && more != nullptr) write_more(s, *more, salt);
-  } catch (const offheap::Error&) {
-    // Refusing a damaged store is allowed.
+    offheap::Store s(options(world->scratch, true));
+    if (planted(Fault::open_refused) && expect.undamaged) {
+      throw offheap::Error(offheap::Errc::corrupt_file, "planted fault: open refused");
+    }
+    if (planted(Fault::reopen_refused) && !expect.undamaged && after_writable) {
+      throw offheap::Error(offheap::Errc::corrupt_file, "planted fault: reopen refused");
+    }
+    check(s, how);
+  } catch (const offheap::Error& e) {
+    if (expect.undamaged) finding("refused", std::string(how) + " threw: " + e.what());
+    if (after_writable) {
+      finding("reopen", std::string(how) + " threw after the writable open succeeded and closed: " +
+                            e.what());
+    }
   } catch (const std::exception& e) {
-    finding(std::string("an exception other than offheap::Error: ") + e.what());
+    finding("exception", std::string(how) + ": an exception other than offheap::Error: " + e.what());
   }
+}
+
+/// The writable open (the writing recovery), its checks, the input's writes
+/// and a clean close. Returns whether the open succeeded.
+bool writable_open(bool writes, std::uint8_t salt, const Variant* more) {
+  const char* how = "writable open";
+  std::optional<offheap::Store> s;
+  try {
+    s.emplace(options(world->scratch, false));
+  } catch (const offheap::Error& e) {
+    if (expect.undamaged) finding("refused", std::string(how) + " threw: " + e.what());
+    return false;
+  } catch (const std::exception& e) {
+    finding("exception", std::string(how) + ": an exception other than offheap::Error: " + e.what());
+  }
+  try {
+    if (planted(Fault::lost_key) && expect.undamaged && !expect.v->model.contents.empty()) {
+      s->remove(expect.v->model.contents.begin()->first);
+    }
+    if (planted(Fault::changed_value) && expect.undamaged && !expect.v->stale_key.empty()) {
+      s->put(expect.v->stale_key, expect.v->stale_value);
+    }
+    if (planted(Fault::foreign_value) && !expect.undamaged && !expect.v->foreign_key.empty()) {
+      s->put(expect.v->foreign_key, expect.v->foreign_value);
+    }
+    check(*s, how);
+    if (writes) write_some(*s, salt);
+    if (writes && more != nullptr) write_more(*s, *more, salt);
+    if (planted(Fault::lost_write) && !expect.undamaged) {
+      for (const auto& [k, v] : expect.written) {
+        if (v) {
+          s->remove(k);
+          break;
+        }
+      }
+    }
+  } catch (const offheap::Error& e) {
+    // Every read and write above catches its own errors: only a planted
+    // fault's write gets here.
+    finding("exception", std::string(how) + ": an unexpected offheap::Error: " + e.what());
+  } catch (const std::exception& e) {
+    finding("exception", std::string(how) + ": an exception other than offheap::Error: " + e.what());
+  }
+  try {
+    s->close();
+  } catch (const offheap::Error& e) {
+    on_error(how, "close()", e);
+  }
+  return true;
 }
 
 }  // namespace
@@ -636,6 +927,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   build(top + "/build1", 1, 0x0F0F1);
   build(top + "/build2", 2, 0x0F0F2);
   for (Variant& v : world->variants) walk(v);
+  pick_fault_values();
   ::rmdir((top + "/build1").c_str());
   ::rmdir((top + "/build2").c_str());
   ::mkdir(world->scratch.c_str(), 0755);
@@ -643,13 +935,21 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     cleanup();
     ::rmdir(world->scratch.substr(0, world->scratch.rfind('/')).c_str());
   });
-  strict_writes = std::getenv("OFFHEAP_FUZZ_STRICT_WRITES") != nullptr;
+#ifdef OFFHEAP_FUZZ_PLANTED_FAULTS
+  if (const char* f = std::getenv("OFFHEAP_FUZZ_PLANTED_FAULT"); f != nullptr && *f != '\0') {
+    planted_fault = parse_fault(f);
+    std::fprintf(stderr, "open_fuzz: planted fault %s\n", f);
+  }
+#endif
   if (std::getenv("OFFHEAP_FUZZ_VERBOSE") != nullptr) {
     for (const Variant& v : world->variants) {
       std::fprintf(stderr, "open_fuzz: variant %s:", v.label.c_str());
       for (const File& f : v.files) std::fprintf(stderr, " %s(%zu)", f.name.c_str(), f.bytes.size());
-      std::fprintf(stderr, "\n  %zu records, %zu free, %zu live, %zu keys beside free records\n",
-                   v.records.size(), v.frees.size(), v.lives.size(), v.merge_keys.size());
+      std::fprintf(stderr,
+                   "\n  %zu keys present, %zu written; %zu records, %zu free, %zu live, %zu keys "
+                   "beside free records\n",
+                   v.model.contents.size(), v.model.history.size(), v.records.size(),
+                   v.frees.size(), v.lives.size(), v.merge_keys.size());
     }
   }
   return 0;
@@ -661,14 +961,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!parse(data, size, variant, patches)) return 0;
   const bool writes = (data[0] & 4) != 0;
   const bool more = (data[0] & 8) != 0;
-  written_now.clear();
   const Variant& v = world->variants[variant];
   std::vector<File> files = v.files;
   for (const Patch& q : patches) apply(v, files, q);
+  expect = Expect{};
+  expect.v = &v;
+  expect.undamaged = std::equal(files.begin(), files.end(), v.files.begin(), v.files.end(),
+                                [](const File& a, const File& b) {
+                                  return a.name == b.name && a.bytes == b.bytes;
+                                });
   clear_dir(world->scratch);
   for (const File& f : files) write_file(world->scratch + "/" + f.name, f.bytes);
-  open_and_check(true);
-  open_and_check(false, writes, data[0], more ? &v : nullptr);  // the writing recovery (and writes)
-  open_and_check(true);                   // a read-only view of the result
+  read_only_open("read-only open", false);
+  const bool opened = writable_open(writes, data[0], more ? &v : nullptr);
+  read_only_open("read-only reopen", opened);  // the result of the recovery and the writes
   return 0;
 }

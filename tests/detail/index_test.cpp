@@ -144,16 +144,19 @@ TEST_CASE("pre-sizing from expected entries avoids growth", "[index]") {
   CHECK(x.index.capacity() == cap);
 }
 
-TEST_CASE("clear empties the table in place and moves the generation", "[index]") {
+TEST_CASE("clear replaces the table with an empty one and moves the generation", "[index]") {
   Harness x(100);
   for (int i = 0; i < 1000; ++i) x.add(static_cast<std::uint64_t>(i) * 77777);
   const std::uint64_t cap = x.index.capacity();
   const IndexTable* table = x.index.acquire_table();
   const std::uint64_t g = x.index.acquire_generation();
   CHECK(x.index.unchanged_since(g));
-  x.index.clear();
+  IndexTable* old = x.index.clear();
   CHECK_FALSE(x.index.unchanged_since(g));
-  CHECK(x.index.acquire_table() == table);  // no new table: nothing to retire
+  // The old table comes back to be retired (readers inside find it frozen).
+  CHECK(old == table);
+  CHECK(x.index.acquire_table() != table);
+  IndexTable::destroy(old);
   CHECK(x.index.capacity() == cap);
   CHECK(x.index.size() == 0);
   CHECK(x.index.tombstones() == 0);

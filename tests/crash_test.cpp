@@ -1,32 +1,61 @@
 // SPDX-License-Identifier: Apache-2.0
 // Process-crash torture: a child process opens a file-backed store and
-// writes, overwrites and removes, reporting each operation over a pipe
-// before it starts and after it returns; the parent kills it with SIGKILL at
-// a random moment (sometimes while it is still opening, i.e. recovering from
-// the previous kill), reopens the store and checks every key against the
-// acknowledged history. Only an operation in flight may go either way.
+// writes, overwrites and removes, publishing each operation in shared
+// memory before it starts and after it returns; the parent kills it with
+// SIGKILL, reopens the store and checks every key against the acknowledged
+// history. Only an operation in flight may go either way.
 //
-// OFFHEAP_CRASH_CYCLES sets the number of kills (default 100; .ci/run: 300).
+// The kills are aimed, not left to luck. Each cycle aims at one of:
+//   recovery  the child's open of a store left unclean by an earlier kill
+//             (a rebuild from the records): the kill comes a random part of
+//             a typical rebuild's duration after the child says "opening";
+//   writes    an operation: after a random number of operations (0-800),
+//             at the next one the parent sees in flight (its "before"
+//             published, its "after" not), half the time only one that
+//             writes a 20-40 KiB value;
+//   anywhere  a random moment in the first 25 ms, as a process crash comes.
+// Every fourth cycle aims at recovery (the cycle before leaves the store
+// unclean), the others at writes or, one in four, anywhere.
+// Every kill is then classified by what the child had published: inside an
+// operation (a "before" without its "after"), inside the open of an unclean
+// store, inside the open of a clean one, or between operations. The test
+// requires floors: at least 20% of the kills inside operations and at least
+// 5% (and at least one) inside recovery, so that a change which made the
+// kills miss them (or made the child too fast or slow to be hit) fails the
+// test instead of passing it vacuously.
+//
+// After the last kill the store is reopened and every key checked, then
+// closed cleanly and reopened once more (no rebuild) and checked again.
+//
+// Environment:
+//   OFFHEAP_CRASH_CYCLES  the number of kills (default 100; .ci/run: 300)
+//   OFFHEAP_CRASH_SEED    the seed (printed at the start of every run): it
+//                         fixes each cycle's aim, the durability modes and
+//                         each child's sequence of operations; where exactly
+//                         a kill lands still depends on timing
 #include <offheap/offheap.hpp>
 
+#include "support/env.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
-#include <fcntl.h>
-#include <poll.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +81,28 @@ struct Message {
 };
 static_assert(sizeof(Message) == 16);
 
+/// What a child publishes, in memory shared with the parent (MAP_SHARED,
+/// mapped before the fork): its progress through the open, then its
+/// messages. A message is written before `count` covers it (release), so
+/// the parent reads only whole messages, also after the kill.
+struct Channel {
+  static constexpr std::uint64_t kMessages = std::uint64_t{1} << 18;  // 4 MiB
+  enum Progress : std::uint32_t { started = 0, opening = 1, opened = 2 };
+  std::atomic<std::uint32_t> progress;
+  std::atomic<std::uint32_t> rebuilt;   // the open's stats().rebuilt (once opened)
+  std::atomic<std::uint64_t> open_ns;   // how long the open took (once opened)
+  std::atomic<std::uint64_t> count;     // messages published
+  Message messages[kMessages];
+
+  void reset() {
+    progress.store(started);
+    rebuilt.store(0);
+    open_ns.store(0);
+    count.store(0);
+  }
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
 std::string key_of(std::uint32_t k) { return "key-" + std::to_string(k); }
 
 /// The value of write number `seq` to key k: unique, of varied length (a
@@ -62,6 +113,11 @@ std::string value_of(std::uint32_t k, std::uint64_t seq) {
   const std::uint64_t len = seq % 50 == 0 ? 20000 + seq % 20000 : (seq * 37) % 700;
   v.append(len, static_cast<char>('a' + seq % 26));
   return v;
+}
+/// Whether operation `m` writes one of the large values (20-40 KiB): an
+/// operation long enough that a kill aimed at it lands inside it.
+bool large_write(const Message& m) {
+  return (m.op == put || m.op == put_if_absent || m.op == replace) && m.seq % 50 == 0;
 }
 
 using State = std::optional<std::string>;  // absent or a value
@@ -77,11 +133,30 @@ Options store_options(const std::filesystem::path& dir, Durability d) {
   return o;
 }
 
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
 [[noreturn]] void child(const std::filesystem::path& dir, Durability d, std::uint64_t seed,
-                        std::uint64_t first_seq, int fd) {
+                        std::uint64_t first_seq, Channel& ch) {
   try {
+    const std::uint64_t t0 = now_ns();
+    ch.progress.store(Channel::opening, std::memory_order_release);
     Store s(store_options(dir, d));
+    ch.rebuilt.store(s.stats().rebuilt ? 1 : 0, std::memory_order_relaxed);
+    ch.open_ns.store(now_ns() - t0, std::memory_order_relaxed);
+    ch.progress.store(Channel::opened, std::memory_order_release);
     std::mt19937_64 rng(seed);
+    std::uint64_t n = 0;
+    auto publish = [&](const Message& m) {
+      if (n == Channel::kMessages) {
+        for (;;) ::pause();  // full: wait for the kill (the parent counts these)
+      }
+      ch.messages[n] = m;
+      ch.count.store(++n, std::memory_order_release);
+    };
     for (std::uint64_t seq = first_seq;; ++seq) {
       Message m{};
       const std::uint64_t r = rng() % 1000;
@@ -90,18 +165,21 @@ Options store_options(const std::filesystem::path& dir, Durability d) {
       m.key = static_cast<std::uint32_t>(rng() % kKeys);
       m.seq = seq;
       m.phase = before;
-      if (::write(fd, &m, sizeof m) != sizeof m) ::_exit(3);
+      // Made before the operation's "before": the time between the messages
+      // is the store's.
       const std::string k = key_of(m.key);
+      const std::string v = value_of(m.key, seq);
+      publish(m);
       switch (m.op) {
-        case put: s.put(k, value_of(m.key, seq)); break;
+        case put: s.put(k, v); break;
         case remove: m.result = s.remove(k); break;
-        case put_if_absent: m.result = s.put_if_absent(k, value_of(m.key, seq)); break;
-        case replace: m.result = s.replace(k, value_of(m.key, seq)); break;
+        case put_if_absent: m.result = s.put_if_absent(k, v); break;
+        case replace: m.result = s.replace(k, v); break;
         case clear: s.clear(); break;
         case sync: s.sync(); break;
       }
       m.phase = after;
-      if (::write(fd, &m, sizeof m) != sizeof m) ::_exit(3);
+      publish(m);
     }
   } catch (const std::exception& e) {
     std::cerr << "crash_test child: " << e.what() << "\n";
@@ -160,55 +238,187 @@ struct Model {
   }
 };
 
+enum class Aim { recovery, writes, anywhere };
+const char* aim_name(Aim a) {
+  return a == Aim::recovery ? "recovery" : a == Aim::writes ? "writes" : "anywhere";
+}
+
+/// Where a kill landed, by what the child had published.
+enum class Landed { before_open, in_recovery, in_clean_open, in_operation, between, idle };
+
 }  // namespace
 
 TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no removal",
           "[files][crash]") {
-  const char* env = std::getenv("OFFHEAP_CRASH_CYCLES");
-  const int cycles = env != nullptr ? std::atoi(env) : 100;
-  const std::uint64_t seed = std::random_device{}();
-  INFO("seed " << seed);
+  const int cycles = static_cast<int>(offheap_test::env_u64("OFFHEAP_CRASH_CYCLES", 100));
+  const std::uint64_t seed = offheap_test::env_u64("OFFHEAP_CRASH_SEED", std::random_device{}());
+  std::cout << "crash_test: seed " << seed << " (OFFHEAP_CRASH_SEED=" << seed
+            << " replays the aims, modes and operations; where a kill lands depends on timing), "
+            << cycles << " cycles\n"
+            << std::flush;
+  INFO("seed " << seed << " (set OFFHEAP_CRASH_SEED to replay)");
   std::mt19937_64 rng(seed);
   TempDir tmp;
   const std::filesystem::path dir = tmp / "store";
   const Durability modes[] = {Durability::none, Durability::on_close, Durability::periodic,
                               Durability::every_write};
+
+  void* shared =
+      ::mmap(nullptr, sizeof(Channel), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(shared != MAP_FAILED);
+  struct Unmap {
+    void* p;
+    ~Unmap() { ::munmap(p, sizeof(Channel)); }
+  } unmap{shared};
+  Channel& ch = *new (shared) Channel;
+
   Model model;
   std::vector<std::string> history(kKeys);  // debugging aid: what happened to each key
   std::string clears;
-  std::uint64_t seq = 1, acknowledged = 0, in_flight = 0, wrong = 0, failed_opens = 0,
-                rebuilt = 0, checked = 0, child_errors = 0, verify_failures = 0;
+  std::uint64_t seq = 1, acknowledged = 0, in_flight = 0, wrong = 0, failed_opens = 0, rebuilt = 0,
+                checked = 0, child_errors = 0, verify_failures = 0;
+  std::uint64_t landed[6] = {};
+  std::uint64_t aimed[3] = {};
+  std::uint64_t large_in_flight = 0;        // kills inside a 20-40 KiB write
+  std::uint64_t unexpected_clean_open = 0;  // an open the parent knew unclean did not rebuild
+  // Whether the store is known to need a rebuild at the next open: a child
+  // opened it (and was killed), or the parent's check closed it with
+  // Durability::none. (A child killed inside the open of a clean store may
+  // or may not have marked it unclean: then it is not counted as known.)
+  bool unclean = false;
+  std::uint64_t child_ns = 0, check_ns = 0;  // time spent running children, checking
+  std::vector<std::uint64_t> rebuild_ns;     // durations of the children's rebuilds
+  // Every fourth cycle aims at recovery; of the others, three in four at
+  // writes and one at a random moment.
+  auto draw_aim = [&](int cycle) {
+    const bool writes = rng() % 4 != 0;
+    return cycle % 4 == 3 ? Aim::recovery : writes ? Aim::writes : Aim::anywhere;
+  };
+  // Reopens the store, checks every key against the model (then narrows
+  // the model to what it read), verify(), closes (cleanly unless
+  // Durability::none).
+  auto check_store = [&](Durability mode, const std::string& when, bool after_clean_close,
+                         const std::string& context) {
+    try {
+      Options o = store_options(dir, mode);
+      o.background_maintenance = false;
+      Store s(o);
+      if (after_clean_close && s.stats().rebuilt) {
+        ++wrong;
+        std::cerr << "crash_test: " << when << ": the open after a clean close rebuilt\n";
+      }
+      rebuilt += s.stats().rebuilt;
+      clears += " open(" + when + ")";
+      std::string out;
+      for (std::uint32_t k = 0; k < kKeys; ++k) {
+        State got;
+        if (s.get(key_of(k), out)) got = out;
+        ++checked;
+        if (model.keys[k].count(got) == 0) {
+          ++wrong;
+          std::cerr << "crash_test: " << when << context << " key " << k << ": read "
+                    << (got ? got->substr(0, 24) : std::string("(absent)")) << ", allowed:";
+          for (const State& a : model.keys[k])
+            std::cerr << " " << (a ? a->substr(0, 24) : "(absent)");
+          std::cerr << "; history:" << history[k]
+                    << "; clears:" << clears.substr(clears.size() > 200 ? clears.size() - 200 : 0)
+                    << "\n";
+        }
+        model.keys[k] = {got};
+      }
+      const std::string problem = s.verify();
+      if (!problem.empty()) {
+        ++verify_failures;
+        std::cerr << "crash_test: " << when << ": verify: " << problem << "\n";
+      }
+      s.close();
+      unclean = mode == Durability::none;
+      return true;
+    } catch (const offheap::Error& e) {
+      ++failed_opens;
+      std::cerr << "crash_test: " << when << ": reopen failed: " << e.what() << "\n";
+      return false;
+    }
+  };
+
+  Aim aim = Aim::writes;  // the first open creates the store: nothing to recover
   for (int cycle = 0; cycle < cycles; ++cycle) {
+    const Aim next_aim = draw_aim(cycle + 1);
+    ++aimed[static_cast<int>(aim)];
     const Durability d = modes[rng() % 4];
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
+    const std::uint64_t child_seed = rng();
+    // The aim's parameters, drawn whatever happens so that the seed fixes
+    // every later draw.
+    const std::uint64_t recovery_part = rng() % 1000;  // of a typical rebuild, in 1/1000
+    const std::uint64_t write_ops = rng() % 800;       // operations let through first
+    const bool only_large = rng() % 2 == 0;
+    const std::uint64_t anywhere_us = rng() % 3 == 0 ? rng() % 3000 : rng() % 25000;
+    const bool was_unclean = unclean;
+    ch.reset();
+    const std::uint64_t cycle_start = now_ns();
+    std::cout.flush();
+    std::cerr.flush();
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(fds[0]);
-      child(dir, d, rng(), seq, fds[1]);
-    }
-    ::close(fds[1]);
-    // Kill after 0-40 ms: early kills land in the child's open (recovery).
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::microseconds(rng() % 3 == 0 ? rng() % 3000 : rng() % 40000);
-    std::vector<Message> messages;
-    Message buf[256];
-    std::size_t partial = 0;  // bytes of a message read so far
-    auto drain = [&](int timeout_ms) {
-      pollfd p{fds[0], POLLIN, 0};
-      if (::poll(&p, 1, timeout_ms) <= 0) return false;
-      const ssize_t n = ::read(fds[0], reinterpret_cast<char*>(buf) + partial, sizeof buf - partial);
-      if (n <= 0) return false;
-      const std::size_t total = partial + static_cast<std::size_t>(n);
-      const std::size_t whole = total / sizeof(Message);
-      messages.insert(messages.end(), buf, buf + whole);
-      partial = total % sizeof(Message);
-      if (partial != 0) std::memmove(buf, reinterpret_cast<char*>(buf) + whole * sizeof(Message), partial);
-      return true;
+    if (pid == 0) child(dir, d, child_seed, seq, ch);
+
+    // ---- aim and kill ----------------------------------------------------------------
+    bool child_gone = false;
+    std::uint64_t spins = 0;
+    auto gone = [&] {  // the child died by itself (checked now and then while spinning)
+      if (++spins % 4096 == 0 && !child_gone) {
+        siginfo_t info{};
+        child_gone =
+            ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            info.si_pid == pid;
+      }
+      return child_gone;
     };
-    while (std::chrono::steady_clock::now() < deadline) drain(1);
+    const std::uint64_t give_up = now_ns() + 10'000'000'000ull;  // 10 s: a hung child
+    switch (aim) {
+      case Aim::recovery: {
+        while (ch.progress.load(std::memory_order_acquire) < Channel::opening && !gone() &&
+               now_ns() < give_up) {
+        }
+        // A random part of a typical rebuild (the median of those seen; 1 ms
+        // until one is seen).
+        std::uint64_t typical = 1'000'000;
+        if (!rebuild_ns.empty()) {
+          std::vector<std::uint64_t> v = rebuild_ns;
+          std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+          typical = v[v.size() / 2];
+        }
+        const std::uint64_t until = now_ns() + typical * recovery_part / 1000;
+        while (now_ns() < until && ch.progress.load(std::memory_order_acquire) < Channel::opened &&
+               !gone()) {
+        }
+        break;
+      }
+      case Aim::writes: {
+        // After `write_ops` operations (or 30 ms), the next operation seen
+        // in flight: half the time only a large write (any after 50 ms).
+        const std::uint64_t start = now_ns();
+        std::uint64_t seen = 0;
+        for (;;) {
+          if (gone() || now_ns() > give_up) break;
+          const std::uint64_t n = ch.count.load(std::memory_order_acquire);
+          if (n == seen) continue;
+          seen = n;
+          const std::uint64_t t = now_ns() - start;
+          if (n < 2 * write_ops && t < 30'000'000) continue;
+          const Message& m = ch.messages[n - 1];
+          if (m.phase == before && (!only_large || large_write(m) || t > 50'000'000)) break;
+        }
+        break;
+      }
+      case Aim::anywhere: {
+        const std::uint64_t until = now_ns() + anywhere_us * 1000;
+        while (now_ns() < until && !gone()) ::usleep(200);
+        break;
+      }
+    }
     ::kill(pid, SIGKILL);
+    child_ns += now_ns() - cycle_start;
     int status = 0;
     ::waitpid(pid, &status, 0);
     if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
@@ -218,10 +428,36 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
                                         : "exited with " + std::to_string(WEXITSTATUS(status)))
                 << "\n";
     }
-    while (drain(0)) {
+
+    // ---- where the kill landed --------------------------------------------------------
+    const std::uint32_t progress = ch.progress.load(std::memory_order_acquire);
+    const std::vector<Message> messages(ch.messages,
+                                        ch.messages + ch.count.load(std::memory_order_acquire));
+    Landed where;
+    if (progress == Channel::started) {
+      where = Landed::before_open;
+    } else if (progress == Channel::opening) {
+      where = was_unclean ? Landed::in_recovery : Landed::in_clean_open;
+    } else if (messages.size() == Channel::kMessages) {
+      where = Landed::idle;
+    } else if (!messages.empty() && messages.back().phase == before) {
+      where = Landed::in_operation;
+      if (large_write(messages.back())) ++large_in_flight;
+    } else {
+      where = Landed::between;
     }
-    ::close(fds[0]);
-    // Replay: a `before` followed by its `after` is acknowledged.
+    ++landed[static_cast<int>(where)];
+    if (progress == Channel::opened) {
+      if (ch.rebuilt.load() != 0) rebuild_ns.push_back(ch.open_ns.load());
+      if (was_unclean && ch.rebuilt.load() == 0) {
+        ++unexpected_clean_open;
+        std::cerr << "crash_test: cycle " << cycle
+                  << ": the store was left unclean, yet the child's open did not rebuild it\n";
+      }
+      unclean = true;  // opened writable: unclean until a clean close
+    }
+
+    // ---- replay: a `before` followed by its `after` is acknowledged -----------------
     for (std::size_t i = 0; i < messages.size(); ++i) {
       const Message& m = messages[i];
       if (m.phase != before) continue;
@@ -243,50 +479,64 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
       }
       seq = m.seq + 1;
     }
-    // Two kills in three: reopen, check and close cleanly now; otherwise
-    // the next child opens the killed store (a rebuild, maybe killed too).
-    if (rng() % 3 == 0) continue;
-    try {
-      Options o = store_options(dir, modes[rng() % 4]);
-      o.background_maintenance = false;
-      Store s(o);
-      rebuilt += s.stats().rebuilt;
-      clears += " open" + std::to_string(cycle);
-      std::string out;
-      for (std::uint32_t k = 0; k < kKeys; ++k) {
-        State got;
-        if (s.get(key_of(k), out)) got = out;
-        ++checked;
-        if (model.keys[k].count(got) == 0) {
-          ++wrong;
-          std::cerr << "crash_test: cycle " << cycle << " (child " << offheap::to_string(d)
-                    << ", last " << messages.size() << " messages, last seq "
-                    << (messages.empty() ? 0 : messages.back().seq) << ") key " << k << ": read "
-                    << (got ? got->substr(0, 24) : std::string("(absent)")) << ", allowed:";
-          for (const State& a : model.keys[k]) std::cerr << " " << (a ? a->substr(0, 24) : "(absent)");
-          std::cerr << "; history:" << history[k] << "; clears:" << clears.substr(clears.size() > 200 ? clears.size() - 200 : 0) << "\n";
-        }
-        model.keys[k] = {got};
-      }
-      const std::string problem = s.verify();
-      if (!problem.empty()) {
-        ++verify_failures;
-        std::cerr << "crash_test: cycle " << cycle << ": verify: " << problem << "\n";
-      }
-      s.close();  // clean: the next child opens without a rebuild
-    } catch (const offheap::Error& e) {
-      ++failed_opens;
-      std::cerr << "crash_test: cycle " << cycle << ": reopen failed: " << e.what() << "\n";
+
+    // ---- check, or leave the killed store to the next child ---------------------------
+    // Two kills in three are followed by a check (reopen, check, close
+    // cleanly); never before a cycle aimed at recovery, whose child must
+    // find the store unclean, nor after the last (the final checks follow).
+    const Durability check_mode = modes[rng() % 4];
+    const bool check = rng() % 3 != 0;
+    if (check && next_aim != Aim::recovery && cycle + 1 < cycles) {
+      const std::uint64_t t = now_ns();
+      check_store(check_mode, "cycle " + std::to_string(cycle), false,
+                  std::string(" (child ") + offheap::to_string(d) + ", aim " + aim_name(aim) +
+                      ", " + std::to_string(messages.size()) + " messages, last seq " +
+                      std::to_string(messages.empty() ? 0 : messages.back().seq) + ")");
+      check_ns += now_ns() - t;
     }
+    aim = next_aim;
+    if (aim == Aim::recovery && !unclean) aim = Aim::writes;  // (a child killed in a clean open)
   }
-  std::cout << "crash torture: " << cycles << " kills, " << acknowledged
+
+  // After the last kill: reopen and check every key, close cleanly, reopen
+  // (no rebuild) and check again: the same values, exactly.
+  const std::uint64_t wrong_in_cycles = wrong;
+  const bool final_open =
+      check_store(Durability::on_close, "the reopen after the last kill", false, "");
+  const bool final_clean =
+      check_store(Durability::on_close, "the reopen after a clean close", true, "");
+
+  const std::uint64_t in_operation = landed[static_cast<int>(Landed::in_operation)];
+  const std::uint64_t in_recovery = landed[static_cast<int>(Landed::in_recovery)];
+  std::cout << "crash torture: " << cycles << " kills (aimed at recovery "
+            << aimed[static_cast<int>(Aim::recovery)] << ", writes "
+            << aimed[static_cast<int>(Aim::writes)] << ", anywhere "
+            << aimed[static_cast<int>(Aim::anywhere)] << "); landed inside operations "
+            << in_operation << " (" << large_in_flight << " of them large writes), inside recovery "
+            << in_recovery << ", inside clean opens "
+            << landed[static_cast<int>(Landed::in_clean_open)] << ", before the open "
+            << landed[static_cast<int>(Landed::before_open)] << ", between operations "
+            << landed[static_cast<int>(Landed::between)] << ", idle "
+            << landed[static_cast<int>(Landed::idle)] << "; " << acknowledged
             << " acknowledged operations, " << in_flight << " in flight, " << checked
             << " key checks, " << rebuilt << " rebuilds, " << failed_opens << " failed reopens, "
-            << wrong << " wrong or lost values, " << verify_failures << " verify failures, "
-            << child_errors << " child errors (seed " << seed << ")\n";
+            << wrong << " wrong or lost values (" << wrong - wrong_in_cycles
+            << " in the final checks), " << verify_failures << " verify failures, " << child_errors
+            << " child errors (seed " << seed << "); " << child_ns / 1000000
+            << " ms running children, " << check_ns / 1000000 << " ms checking\n";
   CHECK(failed_opens == 0);
+  CHECK(final_open);
+  CHECK(final_clean);
   CHECK(wrong == 0);
   CHECK(verify_failures == 0);
   CHECK(child_errors == 0);
+  CHECK(unexpected_clean_open == 0);
   CHECK(acknowledged > static_cast<std::uint64_t>(cycles));  // the children got work done
+  // The kills hit what they are for: writes in flight, and recovery.
+  // (Runs of fewer than 8 cycles are too short for the recovery floor.)
+  CHECK(in_operation * 5 >= static_cast<std::uint64_t>(cycles));
+  if (cycles >= 8) {
+    CHECK(in_recovery * 20 >= static_cast<std::uint64_t>(cycles));
+    CHECK(in_recovery >= 1);
+  }
 }

@@ -34,12 +34,24 @@
 // must still read the same: no write may go through a damaged link or
 // length into a record it does not own.
 //
+// The one-shard test confines its damage (the same kinds) to one shard's
+// chunk and state files: every open either throws offheap::Error or serves
+// every key of the other shards exactly as written (get and for_each, no
+// exception), and each key of the damaged shard absent, exact or refused
+// (an exception), never an older value; after the writable open's close a
+// reopen must succeed and serve the same. Which shard holds a key is read
+// from the chunk files' names (a scratch store of the same shard count and
+// hash seed holds every key), not from the engine's hash. It requires that
+// damaged stores do open, with the damage visible, in both references.
+//
 // Environment (for reproducing and exploring):
 //   OFFHEAP_DAMAGE_SEED        the damage seed (decimal or 0x..), or "random"
 //   OFFHEAP_DAMAGE_ITERATIONS  iterations of the read test (default 300; the
 //                              write test runs half as many)
 //   OFFHEAP_DAMAGE_FREE_ITERATIONS  iterations of the free-record test
 //                              (default 32: each of its 16 damages twice)
+//   OFFHEAP_DAMAGE_SHARD_ITERATIONS  iterations of the one-shard test
+//                              (default 180)
 //   OFFHEAP_DAMAGE_KIND=<name> the free-record test runs that damage only
 //   OFFHEAP_DAMAGE_ONLY=<n>    the free-record test runs iteration n only
 //   OFFHEAP_DAMAGE_ALL=1       do not stop after the first few failures
@@ -229,6 +241,10 @@ Options store_options(const fs::path& dir, bool read_only = false) {
   return o;
 }
 
+/// The reference stores' shard count and hash seed.
+constexpr std::uint32_t kReferenceShards = 3;
+constexpr std::uint64_t kReferenceHashSeed = 0x5EED;
+
 struct Variant {
   const char* name;
   fs::path dir;
@@ -250,8 +266,8 @@ struct Reference {
     History h;
     {
       Options o = store_options(work);
-      o.shards = 3;
-      o.hash_seed = 0x5EED;
+      o.shards = kReferenceShards;
+      o.hash_seed = kReferenceHashSeed;
       Store s(o);
       workload(rng, keys, h, 7000, &s);
     }  // closed cleanly: state files
@@ -305,8 +321,22 @@ const char* region_name(Region r) {
 }
 
 
-/// Picks and applies one damage in `dir`; returns its description.
-std::string damage_once(const fs::path& dir, bool has_state, std::mt19937_64& rng) {
+/// The file names of shard `shard`'s files among `names` (all if shard < 0).
+std::vector<std::string> of_shard(std::vector<std::string> names, int shard) {
+  if (shard < 0) return names;
+  char prefix[16];
+  std::snprintf(prefix, sizeof prefix, "s%04d", shard);
+  std::erase_if(names, [&](const std::string& n) {
+    return n.rfind(prefix, 0) != 0 || (n.size() > 5 && n[5] != '-' && n[5] != '.');
+  });
+  return names;
+}
+
+/// Picks and applies one damage in `dir` (only in shard `shard`'s chunk
+/// and state files if shard >= 0: never the meta file, which every shard
+/// shares); returns its description.
+std::string damage_once(const fs::path& dir, bool has_state, std::mt19937_64& rng,
+                        int shard = -1) {
   const unsigned r = static_cast<unsigned>(rng() % 100);
   Region region;
   if (has_state) {
@@ -315,12 +345,14 @@ std::string damage_once(const fs::path& dir, bool has_state, std::mt19937_64& rn
   } else {
     region = r < 10 ? Region::meta : r < 30 ? Region::chunk_header : Region::chunk_records;
   }
+  if (shard >= 0 && region == Region::meta) region = Region::chunk_records;
   std::string file = "meta";
   if (region == Region::chunk_header || region == Region::chunk_records) {
-    const std::vector<std::string> chunks = files_of(dir, ".chunk");
+    const std::vector<std::string> chunks = of_shard(files_of(dir, ".chunk"), shard);
+    if (chunks.empty()) return "nothing (no chunk file)";
     file = chunks[rng() % chunks.size()];
   } else if (region == Region::state) {
-    const std::vector<std::string> states = files_of(dir, ".state");
+    const std::vector<std::string> states = of_shard(files_of(dir, ".state"), shard);
     if (states.empty()) return "nothing (no state file)";
     file = states[rng() % states.size()];
   }
@@ -374,12 +406,13 @@ std::string damage_once(const fs::path& dir, bool has_state, std::mt19937_64& rn
   return d.str();
 }
 
-std::string damage(const fs::path& dir, bool has_state, std::mt19937_64& rng) {
+/// One damage, or a few (in shard `shard`'s files only, if shard >= 0).
+std::string damage(const fs::path& dir, bool has_state, std::mt19937_64& rng, int shard = -1) {
   const unsigned n = rng() % 4 == 0 ? 2 + static_cast<unsigned>(rng() % 3) : 1;
   std::string all;
   for (unsigned i = 0; i < n; ++i) {
     if (i != 0) all += "; ";
-    all += damage_once(dir, has_state, rng);
+    all += damage_once(dir, has_state, rng, shard);
   }
   return all;
 }
@@ -1597,6 +1630,189 @@ void child_free_writes(const fs::path& dir, const Keys& keys, const History& h0,
   rep.phase("reopen close");
 }
 
+// ---- damage confined to one shard ---------------------------------------------------
+//
+// Shards share nothing but the meta file: damage in one shard's chunk and
+// state files must leave every other shard's keys exactly as they were.
+
+/// The shard of every key of Keys (names and never_written) in the
+/// reference stores: each key written into a scratch store of the same shard
+/// count and hash seed, and its shard read from the name of the chunk file
+/// its record lands in (support/chunk_walk.hpp), not from the engine's hash.
+/// Checked against the records of both references.
+struct ShardMap {
+  std::unordered_map<std::string, std::uint32_t> shard;
+
+  explicit ShardMap(const Reference& ref) {
+    ScratchDir tmp;
+    const fs::path dir = tmp / "map";
+    {
+      Options o = store_options(dir);
+      o.shards = kReferenceShards;
+      o.hash_seed = kReferenceHashSeed;
+      Store s(o);
+      for (const std::string& k : ref.keys.names) s.put(k, "x");
+      for (const std::string& k : ref.keys.never_written) s.put(k, "x");
+    }
+    add(dir, true);
+    REQUIRE(shard.size() == ref.keys.names.size() + ref.keys.never_written.size());
+    add(ref.clean.dir, false);
+    add(ref.crashed.dir, false);
+  }
+
+  std::uint32_t of(const std::string& key) const { return shard.at(key); }
+
+ private:
+  /// Reads the shard of each live or dead record's key in `dir`: new keys
+  /// are added (`fill`) or must agree with the map.
+  void add(const fs::path& dir, bool fill) {
+    for (const std::string& n : files_of(dir, ".chunk")) {
+      const std::string bytes = offheap_test::read_file(dir / n);
+      const cw::Chunk c = cw::walk(bytes, n);
+      INFO(dir << "/" << n);
+      REQUIRE(c.stopped.empty());
+      REQUIRE(c.shard < kReferenceShards);
+      for (const cw::Record& r : c.records) {
+        if (r.state() != cw::State::live && r.state() != cw::State::dead) continue;
+        const std::string k = cw::key_of(bytes, r);
+        const auto it = shard.find(k);
+        if (it == shard.end()) {
+          REQUIRE(fill);
+          shard.emplace(k, c.shard);
+        } else {
+          INFO("key " << printable(k));
+          REQUIRE(it->second == c.shard);
+        }
+      }
+    }
+  }
+};
+
+const ShardMap& shard_map() {
+  static const ShardMap m(reference());
+  return m;
+}
+
+/// The oracle for a store whose damage is confined to shard `damaged`:
+/// every key of every other shard reads exactly its current value (or
+/// absent, if it has none), without an exception, in get() and for_each();
+/// a key of the damaged shard reads absent or exactly its current value (or
+/// its read throws offheap::Error); never-written keys read absent.
+void check_other_shards(const Store& s, const Keys& keys, const History& h, const ShardMap& map,
+                        std::uint32_t damaged, Reporter& rep, const std::string& label) {
+  std::string out;
+  std::uint64_t other_present = 0;  // keys of other shards with a current value
+  bool damage_seen = false;         // a key of the damaged shard reads otherwise than written
+  for (const std::string& k : keys.names) {
+    const auto it = h.current.find(k);
+    const bool in_damaged = map.of(k) == damaged;
+    if (!in_damaged && it != h.current.end()) ++other_present;
+    try {
+      const bool hit = s.get(k, out);
+      if (hit && it != h.current.end() && out == it->second) {
+        rep.count(label + (in_damaged ? ".damaged_shard.exact" : ".other_shards.exact"));
+        continue;
+      }
+      if (!hit && it == h.current.end()) continue;  // absent, as it should be
+      if (in_damaged && !hit) {
+        rep.count(label + ".damaged_shard.lost");
+        damage_seen = true;
+        continue;
+      }
+      rep.fail(
+          label + ": " + (in_damaged ? "key of the damaged shard " : "key of undamaged shard ") +
+          std::to_string(map.of(k)) + " " + printable(k) + " reads " +
+          (hit ? "\"" + printable(out) + "\" (" + hex_prefix(out) + ")" : std::string("absent")) +
+          ", not " +
+          (it != h.current.end() ? "\"" + printable(it->second) + "\"" : std::string("absent")) +
+          (hit && h.allows(k, out) ? " (an older value of the key)" : ""));
+    } catch (const offheap::Error& e) {
+      if (in_damaged) {
+        rep.count(label + ".damaged_shard.get_threw");
+        damage_seen = true;
+      } else {
+        rep.fail(label + ": get(" + printable(k) + ") of undamaged shard " +
+                 std::to_string(map.of(k)) + " threw: " + e.what());
+      }
+    }
+  }
+  for (const std::string& k : keys.never_written) {
+    try {
+      if (s.get(k, out))
+        rep.fail(label + ": never-written key " + k + " reads \"" + printable(out) + "\"");
+    } catch (const offheap::Error& e) {
+      if (map.of(k) != damaged) rep.fail(label + ": get(" + k + ") threw: " + e.what());
+    }
+  }
+  try {
+    std::uint64_t other_visited = 0;
+    std::string first;
+    s.for_each([&](std::string_view kv, std::string_view v) {
+      const std::string k(kv);
+      const auto it = h.current.find(k);
+      const auto sh = map.shard.find(k);
+      const bool in_damaged = sh != map.shard.end() && sh->second == damaged;
+      if (sh != map.shard.end() && !in_damaged) ++other_visited;
+      if (it == h.current.end() || it->second != v) {
+        if (first.empty()) {
+          first =
+              "for_each yielded " + printable(k) + " = \"" + printable(std::string(v)) + "\" (" +
+              (sh == map.shard.end() ? std::string("a key never written")
+                                     : "shard " + std::to_string(sh->second)) +
+              "), not " +
+              (it != h.current.end() ? "\"" + printable(it->second) + "\"" : std::string("absent"));
+        }
+      }
+    });
+    if (!first.empty()) rep.fail(label + ": " + first);
+    if (other_visited != other_present) {
+      rep.fail(label + ": for_each visited " + std::to_string(other_visited) +
+               " keys of the undamaged shards, which hold " + std::to_string(other_present));
+    }
+  } catch (const offheap::Error& e) {
+    rep.count(label + ".for_each_threw");  // (meeting the damaged shard's damage)
+  }
+  if (damage_seen) rep.count(label + ".damage_seen");
+}
+
+/// Opens a store whose damage is confined to shard `damaged`: read-only,
+/// then writable (verify(), close), then writable again after that close.
+/// Every open may throw offheap::Error; what an open serves must pass
+/// check_other_shards. The second writable open must succeed if the first
+/// did.
+void child_shard_reads(const fs::path& dir, const Keys& keys, const History& h, const ShardMap& map,
+                       std::uint32_t damaged, Reporter& rep) {
+  for (const char* label : {"ro", "rw", "reopen"}) {
+    const bool ro = std::string_view(label) == "ro";
+    rep.phase(std::string(label) + " open");
+    std::unique_ptr<Store> s;
+    try {
+      s = std::make_unique<Store>(store_options(dir, ro));
+    } catch (const offheap::Error& e) {
+      rep.count(std::string(label) + ".open_threw." + errc_name(e));
+      rep.count(std::string(label) + ".open_threw");
+      if (std::string_view(label) == "reopen") {
+        rep.fail(std::string("the reopen after the writable open and its close threw: ") +
+                 e.what());
+      }
+      if (std::string_view(label) == "rw") return;
+      continue;
+    }
+    rep.count(std::string(label) + ".opened");
+    rep.phase(std::string(label) + " reads");
+    check_other_shards(*s, keys, h, map, damaged, rep, label);
+    if (!ro) {
+      run_verify(*s, rep, label);
+      rep.phase(std::string(label) + " close()");
+      try {
+        s->close();
+      } catch (const offheap::Error& e) {
+        rep.note(std::string(label) + " close() threw: " + e.what());
+        rep.count(std::string(label) + ".close_threw");
+      }
+    }
+  }
+}
 }  // namespace
 
 TEST_CASE("damage: the reference stores reopen exactly while undamaged", "[files][damage]") {
@@ -1884,4 +2100,56 @@ TEST_CASE(
     CHECK(c.count("clean.free.index_doubled") > 0);  // every shard's index grew
     CHECK(c.count("clean.reopen.opened") > 0);
   }
+}
+
+TEST_CASE("damage: damage in one shard's files leaves every other shard's keys exact",
+          "[files][damage][shard]") {
+  // OFFHEAP_DAMAGE_SHARD_ITERATIONS (default 180), and the variables at the
+  // top of this file. Iteration i damages shard (i / 2) % 3 of the clean
+  // (even i) or the crashed (odd i) reference.
+  const Reference& ref = reference();
+  const ShardMap& map = shard_map();
+  ScratchDir scratch;
+  Campaign c(0x5A4D5EED);
+  const std::size_t n = env_u64("OFFHEAP_DAMAGE_SHARD_ITERATIONS", 180);
+  INFO("damage seed " << c.seed << " (set OFFHEAP_DAMAGE_SEED to repeat)");
+  // Every shard holds keys with values, and keys of every shard are absent.
+  std::uint64_t per_shard[kReferenceShards] = {};
+  for (const auto& [k, v] : ref.clean.history.current) ++per_shard[map.of(k)];
+  for (const std::uint64_t x : per_shard) REQUIRE(x >= 100);
+  for (std::size_t it = 0; it < n && !c.stopped(); ++it) {
+    const Variant& v = it % 2 == 0 ? ref.clean : ref.crashed;
+    const auto damaged = static_cast<std::uint32_t>((it / 2) % kReferenceShards);
+    c.iteration_with(
+        it, v, scratch.path(),
+        [&](const fs::path& dir, bool has_state, std::mt19937_64& rng) {
+          return "shard " + std::to_string(damaged) + ": " +
+                 damage(dir, has_state, rng, static_cast<int>(damaged));
+        },
+        [&](const fs::path& dir, const History& h, Reporter& rep, std::uint64_t) {
+          child_shard_reads(dir, ref.keys, h, map, damaged, rep);
+        });
+  }
+  c.print_summary("one shard");
+  for (const std::string& f : c.failures) FAIL_CHECK(f);
+  if (c.stopped() && env("OFFHEAP_DAMAGE_ALL") == nullptr) {
+    WARN("stopped after " << c.failures.size() << " failures (OFFHEAP_DAMAGE_ALL=1 runs on)");
+    return;
+  }
+  // Not vacuous: damaged stores do open (a quarter of the iterations at
+  // least, in each reference), and serve the other shards while the
+  // damaged shard shows its damage (keys lost or refused); some damage is
+  // refused at the open.
+  for (const char* v : {"clean", "crashed"}) {
+    INFO(v);
+    const std::string p = std::string(v) + ".";
+    CHECK(c.count(p + "ro.opened") * 8 >= n);
+    CHECK(c.count(p + "rw.opened") * 8 >= n);
+    CHECK(c.count(p + "reopen.opened") * 8 >= n);
+    CHECK(c.count(p + "rw.other_shards.exact") > 0);
+    CHECK(c.count(p + "rw.damage_seen") > 0);
+    CHECK(c.count(p + "rw.open_threw") > 0);
+  }
+  CHECK(c.sum("crashed.", ".damaged_shard.lost") > 0);     // dropped by recovery
+  CHECK(c.sum("clean.", ".damaged_shard.get_threw") > 0);  // refused by a read
 }

@@ -299,7 +299,11 @@ TEST_CASE("churn: the journal stops growing once churn has shaped the free lists
   CHECK(bad == 0);
   const offheap::Stats s = store.stats();
   CHECK(s.records == model.live());
-  CHECK(s.journal_bytes == s.live_bytes + s.free_bytes + 24 * s.free_records);
+  // Journal bytes: live and free records, and per chunk an end too short
+  // for a record (under 40 bytes).
+  const std::uint64_t accounted = s.live_bytes + s.free_bytes + 24 * s.free_records;
+  CHECK(s.journal_bytes >= accounted);
+  CHECK(s.journal_bytes - accounted < 40 * s.chunks);
   CHECK(store.verify() == "");
   WARN("final verification of " << kKeys << " keys: "
                                  << std::chrono::duration<double>(clock::now() - t0).count() << " s");

@@ -793,9 +793,12 @@ class Differential {
     // (a 24-byte header plus its payload), or (periodic) to an old record
     // or dead marker waiting for syncs: three drain them (close() does the
     // same), every other full check.
+    // (Plus, per chunk, an end too short for a record: under 40 bytes.)
     const std::uint64_t accounted = s.live_bytes + s.free_bytes + 24 * s.free_records;
     if (s.deferred_records == 0) {
-      REQUIRE(s.journal_bytes == accounted);
+      REQUIRE(s.journal_bytes >= accounted);
+      REQUIRE(s.journal_bytes - accounted < 40 * s.chunks);
+      REQUIRE((s.journal_bytes - accounted) % 8 == 0);
     } else {
       REQUIRE(s.journal_bytes > accounted);
       cover("full check with deferred records");
@@ -804,7 +807,8 @@ class Differential {
       for (int i = 0; i < 3; ++i) store_->sync();
       const offheap::Stats d = store_->stats();
       REQUIRE(d.deferred_records == 0);
-      REQUIRE(d.journal_bytes == d.live_bytes + d.free_bytes + 24 * d.free_records);
+      REQUIRE(d.journal_bytes >= d.live_bytes + d.free_bytes + 24 * d.free_records);
+      REQUIRE(d.journal_bytes - (d.live_bytes + d.free_bytes + 24 * d.free_records) < 40 * d.chunks);
       REQUIRE(d.records == model_.size());
       cover("deferred records drained by syncs");
     }
@@ -916,13 +920,12 @@ TEST_CASE("differential on files: random operations with maintain() and reopens 
 
 // The divergence the file-backed differential run found, made small: a
 // chunk the tail leaves with fewer bytes than a record needs (here 32) keeps
-// them unused, and a running store does not count them in journal_bytes
-// (journal.hpp give_back()); an open (loading the state files, or
+// them unused; a running store did not count them in journal_bytes
+// (journal.hpp give_back()) while an open (loading the state files, or
 // rebuilding) counts every chunk before the tail whole (state_file.hpp,
-// recovery.hpp), so the same records report 32 journal bytes more after a
-// close and a reopen, in use by no record.
-TEST_CASE("stats: journal_bytes after a reopen counts only live and free records as before it",
-          "[files]") {
+// recovery.hpp), so the same records reported more journal bytes after a
+// close and a reopen (failed on dd87c23). Both now count such ends.
+TEST_CASE("stats: journal_bytes after a reopen is what it was before", "[files]") {
   offheap_test::ScratchDir tmp("OFFHEAP_TEST_TMPDIR", "offheap-journal-bytes");
   for (const offheap::Durability d : {offheap::Durability::on_close, offheap::Durability::none}) {
     DYNAMIC_SECTION("durability " << offheap::to_string(d)) {
@@ -943,14 +946,14 @@ TEST_CASE("stats: journal_bytes after a reopen counts only live and free records
         s.put("big", std::string(3000, 'y'));  // does not fit there: chunk 1
         before = s.stats();
         REQUIRE(before.chunks == 2);
-        CHECK(before.journal_bytes == accounted(before));
+        CHECK(before.journal_bytes == accounted(before) + 32);  // chunk 0's unusable end
       }
       offheap::Store s(o);
       const offheap::Stats after = s.stats();
       CHECK(after.rebuilt == (d == offheap::Durability::none));
       CHECK(after.records == 2);
       CHECK(after.live_bytes == before.live_bytes);
-      CHECK(after.journal_bytes == accounted(after));
+      CHECK(after.journal_bytes == accounted(after) + 32);
       CHECK(after.journal_bytes == before.journal_bytes);
       CHECK(s.verify().empty());
     }

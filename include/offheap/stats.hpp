@@ -38,7 +38,9 @@ struct Stats {
   std::vector<FreeClassStats> free_classes;  ///< non-empty classes, smallest first
 
   // Memory.
-  std::uint64_t journal_bytes = 0;  ///< journal bytes in use by records, live or free
+  /// journal bytes in use by records, live or free, plus the end of each
+  /// chunk the tail left that was too short for a record (under 40 bytes)
+  std::uint64_t journal_bytes = 0;
   std::uint64_t mapped_bytes = 0;   ///< everything mapped: chunks, index, free-list
                                     ///< tables, counters
   std::uint64_t chunks = 0;

@@ -216,7 +216,8 @@ class Journal {
   /// Chunks plus the chunk table's blocks.
   std::uint64_t mapped_bytes() const noexcept { return mapped_bytes_; }
   /// Bytes from the start of every chunk up to its end or the tail: records
-  /// and free records, live or not.
+  /// and free records, live or not, and the rest of a chunk the tail left
+  /// that was too short for a record (under record::kMinRecord bytes).
   std::uint64_t used_bytes() const noexcept { return used_bytes_; }
   const std::string& name() const noexcept { return name_; }
   const JournalConfig& config() const noexcept { return config_; }
@@ -430,9 +431,11 @@ class Journal {
   template <class OnLeftover>
   void give_back(std::uint32_t c, std::uint64_t from, OnLeftover& on_leftover) noexcept {
     const std::uint64_t rest = chunk_size(c) - from;
+    // Counted whole, as an open counts every chunk before the tail (a rest
+    // too short for a record, under record::kMinRecord bytes, stays unused).
+    used_bytes_ += rest;
     if (rest >= record::kMinRecord) {
       const Location loc = Location::make(c, from);
-      used_bytes_ += rest;
       on_leftover(loc, at(loc), rest);
     }
     set_end(c, chunk_size(c));  // a chunk the tail left is records to its end (written first)

@@ -883,6 +883,19 @@ struct Campaign {
     fs::remove_all(dir);
   }
 
+  /// Ends a run: its counts printed (print_summary), each failure reported;
+  /// false if it stopped early on failures (then the floors on its counts
+  /// mean nothing), unless OFFHEAP_DAMAGE_ALL=1 ran it on.
+  bool ran_through(const char* title) const {
+    print_summary(title);
+    for (const std::string& f : failures) FAIL_CHECK(f);
+    if (stopped() && env("OFFHEAP_DAMAGE_ALL") == nullptr) {
+      WARN("stopped after " << failures.size() << " failures (OFFHEAP_DAMAGE_ALL=1 runs on)");
+      return false;
+    }
+    return true;
+  }
+
   /// The counts behind the run: printed when something failed, or always
   /// with OFFHEAP_DAMAGE_VERBOSE=1.
   void print_summary(const char* title) const {
@@ -1996,12 +2009,7 @@ TEST_CASE("damage: every open of a damaged store throws offheap::Error or serves
                   child_reads(dir, ref.keys, h, rep);
                 });
   }
-  c.print_summary("reads");
-  for (const std::string& f : c.failures) FAIL_CHECK(f);
-  if (c.stopped() && env("OFFHEAP_DAMAGE_ALL") == nullptr) {
-    WARN("stopped after " << c.failures.size() << " failures (OFFHEAP_DAMAGE_ALL=1 runs on)");
-    return;
-  }
+  if (!c.ran_through("reads")) return;
   // The test can fail: damaged opens do succeed and serve values, and some
   // damage is refused.
   for (const char* v : {"clean", "crashed"}) {
@@ -2076,12 +2084,7 @@ TEST_CASE(
       missed.push_back("iteration " + std::to_string(it) + ": " + what);
     }
   }
-  c.print_summary("free records");
-  for (const std::string& f : c.failures) FAIL_CHECK(f);
-  if (c.stopped() && env("OFFHEAP_DAMAGE_ALL") == nullptr) {
-    WARN("stopped after " << c.failures.size() << " failures (OFFHEAP_DAMAGE_ALL=1 runs on)");
-    return;
-  }
+  if (!c.ran_through("free records")) return;
   // The test can fail: every damage found its target and was written, and
   // the children's writes went down every path.
   for (const std::string& m : missed) FAIL_CHECK("the damage did not land: " << m);
@@ -2130,12 +2133,7 @@ TEST_CASE("damage: damage in one shard's files leaves every other shard's keys e
           child_shard_reads(dir, ref.keys, h, map, damaged, rep);
         });
   }
-  c.print_summary("one shard");
-  for (const std::string& f : c.failures) FAIL_CHECK(f);
-  if (c.stopped() && env("OFFHEAP_DAMAGE_ALL") == nullptr) {
-    WARN("stopped after " << c.failures.size() << " failures (OFFHEAP_DAMAGE_ALL=1 runs on)");
-    return;
-  }
+  if (!c.ran_through("one shard")) return;
   // Not vacuous: damaged stores do open (a quarter of the iterations at
   // least, in each reference), and serve the other shards while the
   // damaged shard shows its damage (keys lost or refused); some damage is

@@ -17,7 +17,11 @@ namespace offheap::detail {
 
 /// Grows (or rebuilds) the index; every entry's key is read from its
 /// record, inside its chunk: an entry whose record a damaged file made
-/// unreadable is left out, counted.
+/// unreadable is left out, counted. So is one whose record fails its
+/// checksum (when reads check them): its header's key may not be the key
+/// the entry was filed under, and rehashing it there would serve the
+/// damaged record as another key's (a key length damaged to 0: the empty
+/// key's).
 template <class P>
 void Shard<P>::grow_index() {
   retire(index_.grow([this](Location loc, std::uint64_t& h) {
@@ -27,7 +31,9 @@ void Shard<P>::grow_index() {
     // (Recovery indexes dead markers too, until it has seen every record.)
     if (rec == nullptr ||
         (m.state() != record::State::live && m.state() != record::State::dead) ||
-        record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) > avail) {
+        record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) > avail ||
+        (verify_ && record::checksum_in_place(crc_seed_, rec, loc, record::read_stamp(rec),
+                                              m.encode()) != record::stored_checksum(rec))) {
       assert(durable_);
       corrupt_.fetch_add(1, std::memory_order_relaxed);
       records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);

@@ -426,8 +426,28 @@ TEST_CASE("options that contradict the store on disk are refused", "[files]") {
   bad_interval.sync_interval = std::chrono::milliseconds(0);
   CHECK(error_of([&] { Store s(bad_interval); }) == Errc::invalid_argument);
   // StorePolicy and SingleWriterPolicy share the record format.
-  offheap::OffHeapStore<offheap::SingleWriterPolicy> single(o);
-  single.put("k", "v");
+  {
+    offheap::OffHeapStore<offheap::SingleWriterPolicy> single(o);
+    single.put("k", "v");
+  }
+  // Without a writer lock, a maintenance thread would be a second writer
+  // (its periodic syncs free records): refused, clearly.
+  Options periodic = o;
+  periodic.durability = offheap::Durability::periodic;
+  periodic.background_maintenance = true;
+  const std::string what = [&] {
+    try {
+      offheap::OffHeapStore<offheap::SingleWriterPolicy> s(periodic);
+    } catch (const offheap::Error& e) {
+      CHECK(e.code() == Errc::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  }();
+  CHECK(what.find("background_maintenance = false") != std::string::npos);
+  periodic.background_maintenance = false;
+  offheap::OffHeapStore<offheap::SingleWriterPolicy> by_hand(periodic);
+  CHECK(by_hand.get("k") == std::optional<std::string>("v"));
 }
 
 TEST_CASE("foreign, newer and damaged directories are refused with a clear error", "[files]") {

@@ -66,7 +66,9 @@ struct Options {
 
   /// true: a thread per store runs maintenance (periodic syncs). false: the
   /// program calls maintain(), which then also syncs when the interval has
-  /// passed.
+  /// passed. A policy without a writer lock (SingleWriterPolicy) refuses
+  /// true with Durability::periodic (Errc::invalid_argument): the thread
+  /// would be a second writer; its one writer calls maintain() instead.
   bool background_maintenance = true;
 
   /// File-backed stores: check each record's CRC32C on every read, so that

@@ -484,6 +484,15 @@ class OffHeapStore {
     if (o.sync_interval < std::chrono::milliseconds(1) || o.sync_interval > std::chrono::hours(1)) {
       throw Error(Errc::invalid_argument, o.name + ": Options::sync_interval must be 1 ms - 1 h");
     }
+    if (!Shard::kLocks && !o.path.empty() && !o.read_only && o.durability == Durability::periodic &&
+        o.background_maintenance) {
+      // The maintenance thread's syncs free the records they made obsolete:
+      // without a writer lock it would be a second writer.
+      throw Error(Errc::invalid_argument,
+                  o.name + ": Durability::periodic with background_maintenance needs a policy "
+                           "with a writer lock; with a single-writer policy set "
+                           "background_maintenance = false and call maintain() from the writing thread");
+    }
     // A file-backed store's shard count comes from its files when it exists
     // (open_files); a new one takes the default then.
     if (o.shards == 0 && o.path.empty()) o.shards = default_shards();

@@ -330,6 +330,12 @@ class Index {
   /// another record's location (0, or a private file mapping's old word).
   IndexTable* clear() noexcept {
     IndexTable* old = table();
+    if (full_ == 0 && tombstones_ == 0) {
+      // Already empty (every location a removal left is none): no table to
+      // replace, but a reader's conclusions still go stale.
+      invalidate_readers();
+      return nullptr;
+    }
     IndexTable* fresh = nullptr;
     try {
       fresh = IndexTable::create(old->capacity, name_);

@@ -73,8 +73,13 @@ void run(Path path) {
   const auto reader = [&] {
     std::string out;
     std::uint64_t mine = 0, bad = 0;
-    const auto until = std::chrono::steady_clock::now() + 1500ms;
-    while (std::chrono::steady_clock::now() < until) {
+    // A walk may skip a key rewritten all the time (for_each promises only
+    // keys left alone): it gets more time to accept a first read, which is
+    // rare in slow (sanitized) builds.
+    const auto start = std::chrono::steady_clock::now();
+    const auto until = start + 1500ms, last = start + 10s;
+    for (auto now = start; now < until || (mine == 0 && now < last);
+         now = std::chrono::steady_clock::now()) {
       switch (path) {
         case Path::get:
           if (!store.get("page", out)) continue;
@@ -130,7 +135,7 @@ void run(Path path) {
 #if defined(OFFHEAP_TESTING_NO_SECOND_STAMP_CHECK)
   CHECK(torn.load() > 0);  // without the check, the race is real and visible
 #else
-  CHECK(accepted.load() > 20);
+  CHECK(accepted.load() > (path == Path::for_each ? 0 : 20));
   CHECK(torn.load() == 0);
 #endif
 }

@@ -152,6 +152,8 @@ struct ReaderFigures {
 };
 
 void reader(Shared& sh, std::uint32_t r, ReaderFigures& fig) {
+  // The read path of each value of `how` below.
+  static const char* const kPath[] = {"get", "get", "get", "get", "get", "read", "read", "view"};
   std::mt19937_64 rng(2000 + r);
   std::vector<std::uint64_t> last(kFirstPinned + kPinned, 0);  // newest version seen
   std::string out;
@@ -188,13 +190,11 @@ void reader(Shared& sh, std::uint32_t r, ReaderFigures& fig) {
       }
     }
     if (!problem.empty()) {
-      static const char* const kPath[] = {"get", "get", "get", "get", "get", "read", "read", "view"};
       sh.fail("reader (" + std::string(kPath[how]) + "): " + problem);
       return;
     }
     if (!hit && pinned && how < 7) {
       // (A view may go stale between view() and read(): a rewrite.)
-      static const char* const kPath[] = {"get", "get", "get", "get", "get", "read", "read"};
       sh.fail("reader (" + std::string(kPath[how]) + "): key " + std::to_string(id) +
               ", never removed, was missed");
       return;

@@ -136,23 +136,9 @@ class Rng {
 
 // ---- files ------------------------------------------------------------------
 
-using Files = std::map<std::string, std::string>;  // file name -> bytes
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-/// Every regular file in `dir`, as read() returns it now.
-Files read_files(const fs::path& dir) {
-  Files out;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    if (e.is_regular_file()) out[e.path().filename().string()] = read_file(e.path());
-  }
-  return out;
-}
+// Files as support/durable_image.hpp reads them: file name -> bytes.
+using Files = offheap_test::FileImages;
+using offheap_test::read_dir_files;
 
 /// Makes `dir` hold exactly `files`. (New files: ext4 flushes a file
 /// truncated and rewritten in place at its close.)
@@ -704,7 +690,7 @@ void check_image(Ctx& ctx, const Files& image, const Model& model, const Rules& 
   } catch (const std::exception& e) {
     ctx.fail("read-only open or read failed", e.what());
   }
-  if (read_files(ro_dir) != image) ctx.fail("read-only open", "changed the files");
+  if (read_dir_files(ro_dir) != image) ctx.fail("read-only open", "changed the files");
 
   try {
     Options w = o;
@@ -861,20 +847,20 @@ void run_sync_mode(Durability d, std::uint64_t default_workloads) {
       offheap_test::SyncRecorder recorder;
       const fs::path dir = tmp / "store";
       Store s(store_options(dir, d, static_cast<std::uint32_t>(rng.between(2, 4)), seed));
-      const Files opened = durable_files({}, read_files(dir), recorder, dir);
+      const Files opened = durable_files({}, read_dir_files(dir), recorder, dir);
       Driver drive(s, model, rng);
       const std::uint32_t keys = static_cast<std::uint32_t>(rng.between(60, 200));
       for (std::uint64_t i = 0, n = rng.between(150, 500); i < n; ++i) drive.step(false, keys);
       s.sync();
       drive.durable_point();
       // The disk now: the files as created, plus what the library msynced.
-      before = durable_files(opened, read_files(dir), recorder, dir);
+      before = durable_files(opened, read_dir_files(dir), recorder, dir);
       tally.synced_pages += count_pages(opened, before);
       const bool burst = rng.chance(0.6);
       for (std::uint64_t i = 0, n = rng.between(30, 250); i < n; ++i) {
         drive.step(true, keys + keys / 2, burst && rng.chance(0.05));
       }
-      now = read_files(tmp / "store");
+      now = read_dir_files(tmp / "store");
       REQUIRE(now.count("meta") == 1);
       REQUIRE(before.at("meta") == now.at("meta"));
       // the store closes here, after the copies
@@ -944,14 +930,14 @@ TEST_CASE("power loss in Durability::every_write: every completed write survives
       // The warm-up is written in on_close (the same records in the same
       // places, without an msync per write) and closed cleanly.
       Store warm(store_options(dir, Durability::on_close, shards, seed));
-      warm_disk = durable_files({}, read_files(dir), recorder, dir);
+      warm_disk = durable_files({}, read_dir_files(dir), recorder, dir);
       Driver drive(warm, model, rng);
       for (std::uint64_t i = 0, n = rng.between(100, 400); i < n; ++i) drive.step(false, keys);
       version = drive.version();
     }
     // close() made every record durable: what its msyncs wrote is what the
     // files hold.
-    const Files closed = read_files(dir);
+    const Files closed = read_dir_files(dir);
     warm_disk = durable_files(warm_disk, closed, recorder, dir);
     for (const auto& [name, bytes] : closed) {
       INFO("seed " << seed << ": chunk file " << name << " after a clean close");
@@ -961,13 +947,13 @@ TEST_CASE("power loss in Durability::every_write: every completed write survives
     Store s(store_options(dir, d, shards, seed));
     Driver drive(s, model, rng, version);
     drive.durable_point();
-    Files before = durable_files(warm_disk, read_files(dir), recorder, dir);
+    Files before = durable_files(warm_disk, read_dir_files(dir), recorder, dir);
     int image_number = 0;
     for (int step = 0; step < kSteps; ++step) {
       // Write N has returned: `before` is durable. Write N + 1 is in flight.
       std::string key;
       while (key.empty()) key = drive.step(true, keys + keys / 4, rng.chance(0.25));
-      const Files now = read_files(tmp / "store");
+      const Files now = read_dir_files(tmp / "store");
       const KeyState& k = model.at(key);
       // The in-flight write's new record, if it put one.
       std::optional<Place> nr;

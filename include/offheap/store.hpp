@@ -359,11 +359,12 @@ class OffHeapStore {
   /// key is absent (view.hpp). Allocates only for keys over 64 bytes.
   View view(std::string_view key) const {
     View v;
-    const bool found = find(key, true, [&](detail::Location loc, const std::byte*, const detail::record::Meta& m,
-                        std::uint64_t stamp) {
-      v = View(this, loc, stamp, key, m.value_len, m.type);
-      return true;
-    });
+    const bool found = find(key, true,
+                            [&](detail::Location loc, const std::byte*,
+                                const detail::record::Meta& m, std::uint64_t stamp) {
+                              v = View(this, loc, stamp, key, m.value_len, m.type);
+                              return true;
+                            });
     // (on_hit may have run for a read that the lookup then threw away.)
     return found ? v : View();
   }

@@ -31,8 +31,9 @@
 // A generation counter says when readers' conclusions from a table went
 // stale: growth bumps it after publishing the new table (an old table is
 // frozen from then on), clear() bumps it after publishing a fresh empty
-// table (or before and after emptying the table in place), and a merge of free records or a retreat of the journal's tail bumps it
-// before that space can be reused (invalidate_readers(): a location a
+// table (or before and after emptying the table in place), and a merge of
+// free records or a retreat of the journal's tail bumps it before that
+// space can be reused (invalidate_readers(): a location a
 // reader holds may then lie inside another record's value bytes). A reader
 // loads the generation before the table and accepts a hit or a miss only
 // if the generation has not moved. It is a 64-bit count, so unlike a table address it never comes
@@ -356,10 +357,9 @@ class Index {
       invalidate_readers();
       return old;
     }
-    generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    // Pairs with the reader's acquire fence before unchanged_since(): a reader
-    // that sees any of the stores below sees the new generation.
-    std::atomic_thread_fence(std::memory_order_release);
+    // The first move (its fence: a reader that sees any of the stores below
+    // sees the new generation).
+    invalidate_readers();
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     if (testing_clear_after_bump != nullptr) testing_clear_after_bump();
 #endif

@@ -173,6 +173,7 @@ class Guarded {
  private:
   static offheap::Options with_name(offheap::Options o) {
     if (o.name.empty()) o.name = "guarded store";
+    o.record_stats = true;  // the tests check that oversized keys count misses
     return o;
   }
 };

@@ -171,6 +171,7 @@ class Differential {
     options_.name = "differential";
     options_.hash_seed = seed;  // reproducible index layout
     options_.shards = setup.shards;
+    options_.record_stats = true;  // hits and misses checked against the model
     if (files()) {
       options_.path = setup.path;
       options_.durability = setup.durability;

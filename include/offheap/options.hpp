@@ -76,6 +76,11 @@ struct Options {
   /// returned. Costs about one pass over the key and value per read.
   bool verify_checksums = true;
 
+  /// Count hits and misses for stats() (as Caffeine's recordStats()): each
+  /// lookup then stores to a counter line of its thread's. Off by default:
+  /// a read writes nothing, and stats() reports gets, hits and misses as 0.
+  bool record_stats = false;
+
   /// Pre-sizes the index for this many entries, so that a store filled up to
   /// it never rehashes (and new keys allocate nothing). 0: start small.
   /// Range 0 - kMaxExpectedEntries (2^40); a larger value is refused with

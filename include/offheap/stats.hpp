@@ -20,7 +20,8 @@ struct Stats {
   // Operations since the store was created (file-backed: puts and removes
   // are carried over by a clean close and restart from 0 after a rebuild;
   // gets since this open). gets = hits + misses, counting every lookup:
-  // get, read, view, contains, get_value.
+  // get, read, view, contains, get_value; counted only when
+  // Options::record_stats is set (else 0: readers write nothing).
   std::uint64_t puts = 0;     ///< records written: put, put_value, and the successful
                               ///< put_if_absent and replace calls
   std::uint64_t gets = 0;
@@ -50,11 +51,12 @@ struct Stats {
   std::uint64_t index_tombstones = 0;
   double index_load = 0;  ///< (live + tombstones) / capacity
 
-  // Reclamation (epoch-based): index tables replaced by growth, waiting for
-  // readers that may still be inside them. Bounded: each is at most half the
-  // size of its successor.
+  // Index tables that growth or clear() replaced: their address ranges stay
+  // mapped for readers that may still be inside (their pages go back to the
+  // OS once no for_each walk is in progress) and are reused by later tables
+  // of their size. Bounded: at most four times the current tables' bytes.
   std::uint64_t retired_tables = 0;
-  std::uint64_t retired_bytes = 0;  ///< included in mapped_bytes
+  std::uint64_t retired_bytes = 0;  ///< address space, included in mapped_bytes
 
   std::uint32_t shards = 0;
 

@@ -25,14 +25,15 @@
 //
 // Thread safety: every member may be called from any number of threads at
 // once. Readers (get, read, view, contains, get_value, size, for_each) take
-// no lock and write no shared cache line: they publish an epoch in their own
-// per-thread slot (detail/epoch.hpp) and validate what they read with record
-// stamps. Writers serialize per shard on the Policy's lock; writers to
+// no lock and write nothing (unless Options::record_stats, which counts on a
+// line of the reader's thread): they validate what they read with record
+// stamps and the index generation (detail/shard.hpp, detail/index.hpp);
+// for_each alone announces itself (a store-wide count, once per walk). Writers serialize per shard on the Policy's lock; writers to
 // different shards never wait for each other. With NullLock the program must
 // keep writers of a store to one thread at a time.
 #pragma once
 
-#include <offheap/detail/epoch.hpp>
+#include <offheap/detail/thread_slots.hpp>
 #include <offheap/detail/hash.hpp>
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/record.hpp>
@@ -95,10 +96,9 @@ class OffHeapStore {
       : options_(checked(std::move(options))),
         files_(open_files(options_)),
         hash_(options_.hash_seed ? *options_.hash_seed : detail::random_u64()),
-        domain_(detail::EpochDomain::instance()),
         counters_(options_.name),
         shards_(options_.shards, shard_config(options_, files_.get()), options_.name, hash_,
-                domain_) {
+                walks_) {
     if (files_) open_shards();
   }
 
@@ -325,7 +325,7 @@ class OffHeapStore {
   /// Effects: copies key's value into out, reusing out's capacity (no
   /// allocation when it is large enough). out is unspecified on a miss.
   /// Returns: whether key was present. Thread safety: lock-free.
-  bool get(std::string_view key, std::string& out) const {
+  [[gnu::always_inline]] bool get(std::string_view key, std::string& out) const {
     return find(key, true, [&](detail::Location, const std::byte* rec,
                                const detail::record::Meta& m, std::uint64_t stamp) {
       out.resize(m.value_len);
@@ -412,12 +412,17 @@ class OffHeapStore {
   /// every record present throughout the walk, on copies validated against
   /// their stamps (so fn always sees whole values). fn may read and write
   /// the store; records written meanwhile may or may not be visited. The walk
-  /// holds back the freeing of index tables replaced meanwhile until it ends.
+  /// keeps index tables replaced meanwhile as they are (address space, not
+  /// memory given back) until it ends.
   /// The string_views are valid only during each call.
   template <class F>
   void for_each(F&& fn) const {
     std::string k, v;
-    const detail::EpochGuard guard(domain_);
+    walks_.enter();
+    struct Leave {
+      detail::WalkGate& gate;
+      ~Leave() { gate.leave(); }
+    } leave{walks_};
     for (const Shard& s : shards_) s.for_each(fn, k, v);
   }
 
@@ -549,12 +554,12 @@ class OffHeapStore {
   class Shards {
    public:
     Shards(std::uint32_t n, const detail::ShardConfig& c, const std::string& name,
-           const typename P::Hash& hash, detail::EpochDomain& domain)
+           const typename P::Hash& hash, const detail::WalkGate& walks)
         : n_(n),
           shards_(static_cast<Shard*>(::operator new(sizeof(Shard) * n, std::align_val_t{64}))) {
       std::uint32_t built = 0;
       try {
-        for (; built < n; ++built) new (shards_ + built) Shard(c, built, name, hash, domain);
+        for (; built < n; ++built) new (shards_ + built) Shard(c, built, name, hash, walks);
       } catch (...) {
         while (built > 0) shards_[--built].~Shard();
         ::operator delete(shards_, std::align_val_t{64});
@@ -760,18 +765,18 @@ class OffHeapStore {
     fn(value);
   }
 
-  /// Every read: the key's shard, inside an epoch guard, counted as a hit
-  /// or a miss when `count`.
+  /// Every read: the key's shard, counted as a hit or a miss when `count`
+  /// and Options::record_stats. Writes nothing otherwise.
   template <class OnHit>
-  bool find(std::string_view key, bool count, OnHit&& on_hit) const {
-    const std::uint32_t thread = detail::ThreadNumbers::current();
+  [[gnu::always_inline]] bool find(std::string_view key, bool count, OnHit&& on_hit) const {
     bool hit = false;
     if (key.size() <= kMaxKeyBytes) [[likely]] {
       const std::uint64_t h = hash_(key);
-      const detail::EpochGuard guard(domain_, thread);
       hit = shards_.for_hash(h).lookup(key, h, on_hit);
     }
-    if (count) counters_.count(thread, hit);
+    if (count && options_.record_stats) [[unlikely]] {
+      counters_.count(detail::ThreadNumbers::current(), hit);
+    }
     return hit;
   }
 
@@ -799,7 +804,7 @@ class OffHeapStore {
   Options options_;
   std::unique_ptr<detail::StoreFiles> files_;  // null: anonymous memory
   typename P::Hash hash_;
-  detail::EpochDomain& domain_;
+  mutable detail::WalkGate walks_;  // for_each walks in progress
   detail::ReadCounters counters_;
   Shards shards_;
   std::unique_ptr<Maintenance> maintenance_;

@@ -24,7 +24,8 @@ TEST_CASE("control-word matching is exact for every byte value", "[index]") {
           w |= std::uint64_t{v & 0xFF} << (8 * i);
         }
         const std::uint64_t m = ctrl::match(w, static_cast<std::uint8_t>(tag));
-        CHECK(((m >> (8 * pos + 7)) & 1) == (b == tag ? 1u : 0u));
+        // The eighth byte is no slot: never matched.
+        CHECK(((m >> (8 * pos + 7)) & 1) == (b == tag && pos < 7 ? 1u : 0u));
         if (b != tag) REQUIRE(m == 0);
       }
     }
@@ -35,15 +36,26 @@ TEST_CASE("control-word matching is exact for every byte value", "[index]") {
   CHECK(ctrl::match_available(w) == 0x00'80'80'00'80'80'00'80ull);
   CHECK(ctrl::first(ctrl::match_empty(w)) == 0);
   CHECK(ctrl::first(0x80'00'00'00'00'00'00'00ull) == 7);
+  // A group whose seven slots are full has no empty or available slot,
+  // whatever its eighth byte holds.
+  CHECK(ctrl::match_empty(0x00'81'82'83'84'85'86'87ull) == 0);
+  CHECK(ctrl::match_available(0x00'81'82'83'84'85'86'87ull) == 0);
 }
 
 TEST_CASE("capacity_for keeps entries under the 7/8 load limit", "[index]") {
-  CHECK(Index::capacity_for(0) == 8);
-  CHECK(Index::capacity_for(7) == 8);
-  CHECK(Index::capacity_for(8) == 16);
-  CHECK(Index::capacity_for(24000) == 32768);
-  CHECK(Index::capacity_for(28672) == 32768);
-  CHECK(Index::capacity_for(28673) == 65536);
+  // 7 slots per group, a power of two of groups; at least one slot stays empty.
+  CHECK(Index::capacity_for(0) == 7);
+  CHECK(Index::limit_of(7) == 6);
+  CHECK(Index::capacity_for(6) == 7);
+  CHECK(Index::capacity_for(7) == 14);
+  CHECK(Index::capacity_for(24000) == 28672);
+  CHECK(Index::limit_of(28672) == 25088);
+  CHECK(Index::capacity_for(25088) == 28672);
+  CHECK(Index::capacity_for(25089) == 57344);
+  for (std::uint64_t groups = 1; groups <= (1u << 20); groups *= 2) {
+    CHECK(Index::limit_of(groups * 7) < groups * 7);
+    CHECK(Index::limit_of(groups * 7) >= groups * 7 * 7 / 8 - 1);
+  }
 }
 
 namespace {
@@ -51,6 +63,7 @@ namespace {
 // location itself, hashed by a caller-chosen function.
 struct Harness {
   std::string name = "index test";
+  offheap::detail::WalkGate walks;
   Index index;
   std::map<std::uint64_t, std::uint64_t> hash_of;  // location raw -> hash
   std::uint64_t next = 0;
@@ -63,10 +76,10 @@ struct Harness {
   Location add(std::uint64_t h) {
     const Location loc = Location::make(0, 8 * next++);
     if (index.needs_room()) {
-      IndexTable::destroy(index.grow([&](Location l, std::uint64_t& h) {
+      index.grow([&](Location l, std::uint64_t& h) {
         h = hash_of.at(l.raw());
         return true;
-      }));
+      }, walks);
     }
     const Index::Found f = find(h, loc);
     REQUIRE_FALSE(f.found);
@@ -110,12 +123,12 @@ TEST_CASE("insert, find, update and erase under growth", "[index]") {
 
 TEST_CASE("growth doubles at the load limit and drops tombstones", "[index]") {
   Harness x(0);
-  CHECK(x.index.capacity() == 8);
-  for (int i = 0; i < 7; ++i) x.add(static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ull);
-  CHECK(x.index.capacity() == 8);  // 7 = the limit of 8 slots
+  CHECK(x.index.capacity() == 7);
+  for (int i = 0; i < 6; ++i) x.add(static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ull);
+  CHECK(x.index.capacity() == 7);  // 6 = the limit of 7 slots
   x.add(12345);
-  CHECK(x.index.capacity() == 16);
-  CHECK(x.index.size() == 8);
+  CHECK(x.index.capacity() == 14);
+  CHECK(x.index.size() == 7);
   CHECK(x.index.tombstones() == 0);
 }
 
@@ -148,15 +161,17 @@ TEST_CASE("clear replaces the table with an empty one and moves the generation",
   Harness x(100);
   for (int i = 0; i < 1000; ++i) x.add(static_cast<std::uint64_t>(i) * 77777);
   const std::uint64_t cap = x.index.capacity();
-  const IndexTable* table = x.index.acquire_table();
+  const std::uint64_t* table = x.index.acquire_view().words;
   const std::uint64_t g = x.index.acquire_generation();
+  const std::uint64_t serial = x.index.acquire_serial();
   CHECK(x.index.unchanged_since(g));
-  IndexTable* old = x.index.clear();
+  x.index.clear(x.walks);
   CHECK_FALSE(x.index.unchanged_since(g));
-  // The old table comes back to be retired (readers inside find it frozen).
-  CHECK(old == table);
-  CHECK(x.index.acquire_table() != table);
-  IndexTable::destroy(old);
+  // A fresh table is published (readers inside the old one find it is no
+  // longer current); the old one's range is kept, its pages dropped.
+  CHECK(x.index.acquire_view().words != table);
+  CHECK(x.index.acquire_serial() != serial);
+  CHECK(x.index.retired_tables() >= 1);
   CHECK(x.index.capacity() == cap);
   CHECK(x.index.size() == 0);
   CHECK(x.index.tombstones() == 0);
@@ -171,10 +186,46 @@ TEST_CASE("clear replaces the table with an empty one and moves the generation",
 TEST_CASE("growth publishes the new table before it moves the generation", "[index]") {
   Harness x(0);
   const std::uint64_t g = x.index.acquire_generation();
-  const IndexTable* before = x.index.acquire_table();
-  for (int i = 0; i < 7; ++i) x.add(static_cast<std::uint64_t>(i) << 3);
+  const std::uint64_t* before = x.index.acquire_view().words;
+  const std::uint64_t serial = x.index.acquire_serial();
+  for (int i = 0; i < 6; ++i) x.add(static_cast<std::uint64_t>(i) << 3);
   CHECK(x.index.unchanged_since(g));  // no growth yet
   x.add(99);
   CHECK_FALSE(x.index.unchanged_since(g));
-  CHECK(x.index.acquire_table() != before);
+  CHECK(x.index.acquire_view().words != before);
+  CHECK(x.index.acquire_serial() == serial + 1);
+}
+
+TEST_CASE("replaced tables read as zeros and their ranges are reused, never unmapped", "[index]") {
+  Harness x(0);
+  std::mt19937_64 rng(3);
+  // A table a stale reader holds: after growth its words read as zeros
+  // (every slot empty), or as a later table's, and stay mapped.
+  for (int i = 0; i < 6; ++i) x.add(rng());
+  const offheap::detail::TableView stale = x.index.acquire_view();
+  CHECK(stale.mask == 0);
+  const std::uint64_t w0 = offheap::detail::load_acquire(stale.ctrl_word(0));
+  CHECK(w0 != 0);  // six full slots
+  x.add(rng());    // grows: the old table is replaced and dropped
+  CHECK(x.index.acquire_view().words != stale.words);
+  CHECK(offheap::detail::load_acquire(stale.ctrl_word(0)) == 0);  // zero pages
+  // Growth and clear() cycles reuse kept ranges: the address space kept
+  // stays within four times the current table.
+  for (int round = 0; round < 50; ++round) {
+    for (int i = 0; i < 200; ++i) x.add(rng());
+    x.index.clear(x.walks);
+    x.hash_of.clear();
+    CHECK(x.index.retired_bytes() <= 4 * x.index.mapped_bytes());
+  }
+  // A walk in progress keeps a replaced table as it was.
+  Harness y(0);
+  for (int i = 0; i < 6; ++i) y.add(rng());
+  const offheap::detail::TableView walked = y.index.acquire_view();
+  const std::uint64_t before = offheap::detail::load_acquire(walked.ctrl_word(0));
+  y.walks.enter();
+  y.add(rng());  // grows while the walk is inside
+  CHECK(offheap::detail::load_acquire(walked.ctrl_word(0)) == before);
+  y.walks.leave();
+  y.index.drop_retired(y.walks);
+  CHECK(offheap::detail::load_acquire(walked.ctrl_word(0)) == 0);
 }

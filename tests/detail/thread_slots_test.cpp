@@ -89,7 +89,9 @@ LateReader& late_reader() {
 
 TEST_CASE("a read from a thread_local destructor after the thread's number went back takes none",
           "[thread_slots]") {
-  offheap::Store store;
+  offheap::Options o;
+  o.record_stats = true;  // reads count on their thread's line: they take a number
+  offheap::Store store(o);
   store.put("late", "value");
   std::atomic<int> right{0}, numbered{0}, early{0};
   // More threads than there are numbers: one leaked number each would leave

@@ -1,32 +1,51 @@
 // SPDX-License-Identifier: Apache-2.0
 // The index: an open-addressing table from key hash to record Location.
 //
-// One mapped block per table, power-of-two capacity, slots in groups of 8:
+// One mapped block per table: a 64-byte header, then one 64-byte line per
+// group of 7 slots, a power-of-two number of groups:
 //
-//   +--------------------+---------------------------+-----------------------------+
-//   | capacity, bytes,   | control bytes, 1 per slot | locations, 8 bytes per slot |
-//   | retirement: 32 B   | (capacity)                | (8 x capacity)              |
-//   +--------------------+---------------------------+-----------------------------+
+//   line g:  +---------------+-------------+-------------+-----+-------------+
+//            | control word  | location 0  | location 1  | ... | location 6  |
+//            | 7 bytes + 0   | 8 bytes     | 8 bytes     |     | 8 bytes     |
+//            +---------------+-------------+-------------+-----+-------------+
 //
-//   control byte: 0x00 empty, 0x01 tombstone, 0x80 | 7 hash bits: full
+//   control byte: 0x00 empty, 0x01 tombstone, 0x80 | 7 hash bits: full;
+//   the eighth byte of every control word is always 0x00 and never a slot.
 //
-// 9 bytes per slot; at the 7/8 load limit and after doubling, 10.3 to 20.6
-// bytes per entry. The index holds no key: a match of the 7 tag bits is
-// confirmed by comparing the full key stored in the record.
+// A slot is numbered 8 * group + i (i < 7): its location is word slot + 1
+// of the lines. A lookup loads the group's control word and, on a tag
+// match, the location beside it in the same cache line, then the record:
+// two memory misses at scale. 64/7 = 9.1 bytes per slot; at the 7/8 load
+// limit and after doubling, 10.4 to 20.9 bytes per entry. The index holds
+// no key: a match of the 7 tag bits is confirmed by comparing the full key
+// stored in the record.
 //
-// Probing visits whole groups (8 control bytes read as one word) on a
-// triangular sequence of group numbers, which visits every group of a
-// power-of-two table. A probe stops at a group with an empty slot, so a
-// removal may leave an empty (not a tombstone) in a group that already has
-// one. Growth doubles when live entries pass half the limit and otherwise
-// rebuilds at the same size; either way tombstones are dropped.
+// Probing visits whole groups on a triangular sequence of group numbers,
+// which visits every group of a power-of-two table. A probe stops at a
+// group with an empty slot, so a removal may leave an empty (not a
+// tombstone) in a group that already has one. Growth doubles when live
+// entries pass half the limit and otherwise rebuilds at the same size;
+// either way tombstones are dropped.
 //
 // Concurrency: only the writer (holding the shard lock) changes a table. It
 // stores a slot's location with release before the control word that makes
 // the slot full (release), so a reader that loads the control word with
 // acquire and then the location with acquire sees the record the location
 // leads to. A new table is published with a release store of the table
-// pointer after it is complete; the old one goes to the caller to retire.
+// word (the lines' address with log2 of the group count in its low bits, so
+// that a reader needs no load from the table's header) after it is
+// complete; the old one goes to the caller to retire.
+//
+// Readers write nothing and hold nothing: a table that growth or clear()
+// replaced is never unmapped while the index lives. Once no walk
+// (for_each) is in progress its pages go back to the OS (zero pages for a
+// reader still inside: every control byte reads empty, every location 0)
+// and its address range is kept for a later table of the same size (a
+// reader still inside then reads that table's slots). Either way a stale
+// reader stays inside the range it loaded, since the group mask came with
+// the table word, and concludes nothing from what it reads there: see the
+// generation below. Ranges kept: at most two per size, so at most four
+// times the current table's address space per shard, none of it resident.
 //
 // A generation counter says when readers' conclusions from a table went
 // stale: growth bumps it after publishing the new table (an old table is
@@ -37,8 +56,11 @@
 // reader holds may then lie inside another record's value bytes). A reader
 // loads the generation before the table and accepts a hit or a miss only
 // if the generation has not moved. It is a 64-bit count, so unlike a table address it never comes
-// back. A removal stores none in its slot's location before its record is
-// freed, so a slot whose key went away never leads to a record again.
+// back; so is the table serial, which moves only when a table is published
+// (still_current() in shard.hpp: the reader's table is still the current
+// one even if its range was reused). A removal stores none in its slot's
+// location before its record is freed, so a slot whose key went away never
+// leads to a record again.
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
@@ -53,29 +75,63 @@
 namespace offheap::detail {
 
 struct IndexTable {
-  std::uint64_t capacity;       // slots, a power of two >= 8
-  std::uint64_t mapped_bytes;   // of the whole block
-  IndexTable* next_retired;     // links tables waiting to be freed
-  std::uint64_t retire_epoch;   // the epoch they were retired in
+  static constexpr unsigned kSlotsPerGroup = 7;
 
-  std::uint64_t groups() const noexcept { return capacity / 8; }
-  std::uint64_t* ctrl_words() noexcept { return reinterpret_cast<std::uint64_t*>(this + 1); }
-  const std::uint64_t* ctrl_words() const noexcept {
+  std::uint64_t groups;        // a power of two >= 1
+  std::uint64_t mapped_bytes;  // of the whole block
+  IndexTable* next_retired;    // links tables waiting to be dropped or reused
+  std::uint64_t reserved[5];   // the header fills the first line
+
+  std::uint64_t capacity() const noexcept { return groups * kSlotsPerGroup; }
+  /// The lines: word 8g is group g's control word, 8g + 1 + i its location i.
+  std::uint64_t* words() noexcept { return reinterpret_cast<std::uint64_t*>(this + 1); }
+  const std::uint64_t* words() const noexcept {
     return reinterpret_cast<const std::uint64_t*>(this + 1);
   }
-  std::uint64_t* locations() noexcept { return ctrl_words() + groups(); }
-  const std::uint64_t* locations() const noexcept { return ctrl_words() + groups(); }
+  std::uint64_t* ctrl_word(std::uint64_t g) noexcept { return words() + 8 * g; }
+  const std::uint64_t* ctrl_word(std::uint64_t g) const noexcept { return words() + 8 * g; }
+  /// Slot 8g + i's location word.
+  std::uint64_t* slot_word(std::uint64_t slot) noexcept { return words() + slot + 1; }
+  const std::uint64_t* slot_word(std::uint64_t slot) const noexcept { return words() + slot + 1; }
 
-  static IndexTable* create(std::uint64_t capacity, const std::string& name) {
-    const std::uint64_t bytes =
-        round_up(sizeof(IndexTable) + capacity + capacity * 8, page_size());
-    auto* t = reinterpret_cast<IndexTable*>(map_anonymous(bytes, name, "an index table"));
-    t->capacity = capacity;  // mapped memory is zeroed: every slot is empty
+  static std::uint64_t bytes_for(std::uint64_t groups) noexcept {
+    return round_up(sizeof(IndexTable) + 64 * groups, page_size());
+  }
+
+  /// A table of `groups` groups, every slot empty: `spare` (a range kept
+  /// from a replaced table of the same size, whose pages read as zeros) if
+  /// given, else freshly mapped.
+  static IndexTable* create(std::uint64_t groups, const std::string& name,
+                            IndexTable* spare = nullptr) {
+    const std::uint64_t bytes = bytes_for(groups);
+    auto* t = spare != nullptr
+                  ? spare
+                  : reinterpret_cast<IndexTable*>(map_anonymous(bytes, name, "an index table"));
+    t->groups = groups;  // the pages are zeros: every slot is empty
     t->mapped_bytes = bytes;
+    t->next_retired = nullptr;
     return t;
   }
   static void destroy(IndexTable* t) noexcept {
     if (t) unmap(t, t->mapped_bytes);
+  }
+};
+static_assert(sizeof(IndexTable) == 64);
+
+/// The table as readers see it: its lines and group mask, from one word.
+struct TableView {
+  const std::uint64_t* words;
+  std::uint64_t mask;  // groups - 1
+
+  const std::uint64_t* ctrl_word(std::uint64_t g) const noexcept { return words + 8 * g; }
+  /// The control word of the group that holds `slot` (a location word).
+  static const std::uint64_t* ctrl_of(const std::uint64_t* slot) noexcept {
+    return reinterpret_cast<const std::uint64_t*>(reinterpret_cast<std::uintptr_t>(slot) &
+                                                  ~std::uintptr_t{63});
+  }
+  /// Which of its group's slots `slot` is (0-6).
+  static unsigned index_of(const std::uint64_t* slot) noexcept {
+    return static_cast<unsigned>((reinterpret_cast<std::uintptr_t>(slot) & 63) / 8 - 1);
   }
 };
 
@@ -91,20 +147,21 @@ inline void (*testing_clear_after_bump)() = nullptr;
 namespace ctrl {
 inline constexpr std::uint8_t kEmpty = 0x00;
 inline constexpr std::uint8_t kTombstone = 0x01;
-inline constexpr std::uint64_t kLows = 0x0101010101010101ull;
-inline constexpr std::uint64_t kHighs = 0x8080808080808080ull;
+inline constexpr std::uint64_t kLows = 0x0001010101010101ull;   // the 7 slot bytes
+inline constexpr std::uint64_t kHighs = 0x0080808080808080ull;  // the 7 slot bytes
 
 inline std::uint8_t tag_of(std::uint64_t hash) noexcept {
   return static_cast<std::uint8_t>(0x80 | (hash >> 57));
 }
-/// 0x80 in each byte of `w` equal to `tag`, exactly (no false positives).
+/// 0x80 in each slot byte of `w` equal to `tag`, exactly (no false
+/// positives; the eighth byte, 0x00, never equals a tag).
 inline std::uint64_t match(std::uint64_t w, std::uint8_t tag) noexcept {
-  const std::uint64_t x = w ^ (kLows * tag);
-  return ~(((x & ~kHighs) + ~kHighs) | x) & kHighs;
+  const std::uint64_t x = w ^ (0x0101010101010101ull * tag);
+  return ~(((x & ~0x8080808080808080ull) + ~0x8080808080808080ull) | x) & kHighs;
 }
-/// 0x80 in each empty byte (control bytes are only 0x00, 0x01 or >= 0x80).
+/// 0x80 in each empty slot byte (control bytes are only 0x00, 0x01 or >= 0x80).
 inline std::uint64_t match_empty(std::uint64_t w) noexcept { return ~w & ~(w << 7) & kHighs; }
-/// 0x80 in each empty or tombstone byte.
+/// 0x80 in each empty or tombstone slot byte.
 inline std::uint64_t match_available(std::uint64_t w) noexcept { return ~w & kHighs; }
 /// The slot within the group of the lowest set match bit.
 inline unsigned first(std::uint64_t m) noexcept {
@@ -118,12 +175,14 @@ inline std::uint8_t byte_of(std::uint64_t w, unsigned i) noexcept {
 /// The sequence of groups a probe for `hash` visits.
 class ProbeSeq {
  public:
-  ProbeSeq(std::uint64_t hash, std::uint64_t groups) noexcept
-      : mask_(groups - 1), group_(hash & mask_) {}
+  ProbeSeq(std::uint64_t hash, std::uint64_t mask) noexcept : mask_(mask), group_(hash & mask_) {}
   std::uint64_t group() const noexcept { return group_; }
-  void next() noexcept {
+  /// False once every group was visited (only a reader inside a table
+  /// being rebuilt in a reused range can get there).
+  bool next() noexcept {
     ++step_;
     group_ = (group_ + step_) & mask_;
+    return step_ <= mask_;
   }
 
  private:
@@ -132,28 +191,60 @@ class ProbeSeq {
   std::uint64_t step_ = 0;
 };
 
+/// Walks (Store::for_each) in progress in a store. A walk goes on through a
+/// table that growth replaced under it, so while any walk is in progress
+/// replaced tables are kept as they were; their pages are dropped once
+/// none is (Index::drop_retired).
+class WalkGate {
+ public:
+  /// Before the walk loads any table. The fence pairs with the one in
+  /// idle(): either the writer sees this walk, or the walk sees the table
+  /// the writer published before it looked.
+  void enter() noexcept {
+    active_.fetch_add(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+  /// Release: the walk's reads of tables happen before a writer that sees
+  /// the count fall drops their pages (acquire in idle()).
+  void leave() noexcept { active_.fetch_sub(1, std::memory_order_release); }
+  /// After the writer published the tables it retires: no walk can be
+  /// inside them if this says true.
+  bool idle() const noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return active_.load(std::memory_order_acquire) == 0;
+  }
+
+ private:
+  std::atomic<std::uint64_t> active_{0};
+};
+
 class Index {
  public:
-  static constexpr std::uint64_t kMinCapacity = 8;
-
-  /// The capacity that holds `entries` under the load limit.
+  /// The capacity, in slots, that holds `entries` under the load limit.
   static std::uint64_t capacity_for(std::uint64_t entries) noexcept {
-    std::uint64_t cap = kMinCapacity;
-    while (limit_of(cap) < entries) cap *= 2;
-    return cap;
+    return groups_for(entries) * IndexTable::kSlotsPerGroup;
   }
+  static std::uint64_t groups_for(std::uint64_t entries) noexcept {
+    std::uint64_t groups = 1;
+    while (limit_of(groups * IndexTable::kSlotsPerGroup) < entries) groups *= 2;
+    return groups;
+  }
+  /// 7/8 of the slots, rounded down, and always at least one slot left
+  /// empty (a probe ends at an empty slot).
   static constexpr std::uint64_t limit_of(std::uint64_t capacity) noexcept {
-    return capacity - capacity / 8;
+    return capacity - (capacity + 7) / 8;
   }
 
-  Index(std::uint64_t expected_entries, const std::string& name)
-      : name_(name) {
-    table_.store(IndexTable::create(capacity_for(expected_entries), name_),
-                 std::memory_order_relaxed);
+  Index(std::uint64_t expected_entries, const std::string& name) : name_(name) {
+    publish(IndexTable::create(groups_for(expected_entries), name_));
   }
   Index(const Index&) = delete;
   Index& operator=(const Index&) = delete;
-  ~Index() { IndexTable::destroy(table_.load(std::memory_order_relaxed)); }
+  ~Index() {
+    IndexTable::destroy(table_);
+    drop_all(retired_);
+    drop_all(spares_);
+  }
 
   // ---- reader side ---------------------------------------------------------
 
@@ -163,8 +254,17 @@ class Index {
   std::uint64_t acquire_generation() const noexcept {
     return generation_.load(std::memory_order_acquire);
   }
+  /// The table serial: moves (after the table word) whenever a table is
+  /// published. Acquire pairs with publish()'s release: a reader that
+  /// loads a serial and then the table word sees that serial's table or a
+  /// later one.
+  std::uint64_t acquire_serial() const noexcept { return serial_.load(std::memory_order_acquire); }
   /// The current table. Pairs with the release store in publish().
-  const IndexTable* acquire_table() const noexcept { return table_.load(std::memory_order_acquire); }
+  TableView acquire_view() const noexcept {
+    const std::uintptr_t w = word_.load(std::memory_order_acquire);
+    return TableView{reinterpret_cast<const std::uint64_t*>(w & ~std::uintptr_t{63}),
+                     (std::uint64_t{1} << (w & 63)) - 1};
+  }
   /// True while no growth, clear() or invalidate_readers() happened since
   /// `generation` was loaded. Callers order their earlier loads before this
   /// one with an acquire fence (record::validate); it pairs with the release
@@ -173,20 +273,19 @@ class Index {
   bool unchanged_since(std::uint64_t generation) const noexcept {
     return generation_.load(std::memory_order_relaxed) == generation;
   }
-  /// Whether `slot` (one of t's location words) is full: clear() in place
+  /// Whether `slot` (a location word of a table) is full: clear() in place
   /// empties control bytes and leaves location words as they were, and
   /// erase() stores none in the location first. Acquire: pairs with
   /// set_ctrl()'s release stores. (A caller that loaded, with acquire, the
   /// generation that clear()'s second move stored sees the bytes empty.)
-  static bool slot_full(const IndexTable* t, const std::uint64_t* slot) noexcept {
-    const auto i = static_cast<std::uint64_t>(slot - t->locations());
-    return (ctrl::byte_of(load_acquire(t->ctrl_words() + i / 8), static_cast<unsigned>(i % 8)) &
+  static bool slot_full(const std::uint64_t* slot) noexcept {
+    return (ctrl::byte_of(load_acquire(TableView::ctrl_of(slot)), TableView::index_of(slot)) &
             0x80) != 0;
   }
 
   // ---- writer side (the shard's lock is held) ------------------------------
 
-  IndexTable* table() const noexcept { return table_.load(std::memory_order_relaxed); }
+  IndexTable* table() const noexcept { return table_; }
 
   struct Found {
     bool found = false;
@@ -198,16 +297,16 @@ class Index {
   /// slots tagged for `hash`.
   template <class IsKey>
   [[gnu::always_inline]] Found find(std::uint64_t hash, IsKey&& is_key) const {
-    const IndexTable* t = table();
+    const IndexTable* t = table_;
     const std::uint8_t tag = ctrl::tag_of(hash);
     Found f;
     bool have_insert = false;
-    for (ProbeSeq seq(hash, t->groups());; seq.next()) {
+    for (ProbeSeq seq(hash, t->groups - 1);; seq.next()) {
       const std::uint64_t g = seq.group();
-      const std::uint64_t w = t->ctrl_words()[g];
+      const std::uint64_t w = *t->ctrl_word(g);
       for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
         const std::uint64_t slot = g * 8 + ctrl::first(m);
-        if (is_key(Location::from_raw(t->locations()[slot]))) {
+        if (is_key(Location::from_raw(*t->slot_word(slot)))) {
           f.found = true;
           f.slot = slot;
           return f;
@@ -224,15 +323,17 @@ class Index {
   }
 
   /// True when one more entry would pass the load limit.
-  bool needs_room() const noexcept { return full_ + tombstones_ + 1 > limit_of(table()->capacity); }
+  bool needs_room() const noexcept {
+    return full_ + tombstones_ + 1 > limit_of(table_->capacity());
+  }
 
   /// Fills `slot` (from find().insert_slot) with `loc`.
   void insert(std::uint64_t slot, std::uint64_t hash, Location loc) noexcept {
-    IndexTable* t = table();
-    if (ctrl::byte_of(t->ctrl_words()[slot / 8], slot % 8) == ctrl::kTombstone) --tombstones_;
+    IndexTable* t = table_;
+    if (ctrl::byte_of(*t->ctrl_word(slot / 8), slot % 8) == ctrl::kTombstone) --tombstones_;
     // Location first, then the control byte that makes the slot visible:
     // both release, paired with the reader's acquire loads.
-    store_release(t->locations() + slot, loc.raw());
+    store_release(t->slot_word(slot), loc.raw());
     set_ctrl(t, slot, ctrl::tag_of(hash));
     ++full_;
   }
@@ -240,7 +341,7 @@ class Index {
   /// Points a full slot at a new record. Release: pairs with the reader's
   /// acquire load of the location, so the new record's words are visible.
   void update(std::uint64_t slot, Location loc) noexcept {
-    store_release(table()->locations() + slot, loc.raw());
+    store_release(table_->slot_word(slot), loc.raw());
   }
 
   /// Empties a full slot. Its location word says none first, so that a
@@ -250,37 +351,37 @@ class Index {
   /// before the free; a reader that sees any byte of the free, or of what
   /// later covers it, sees none here after its acquire fence).
   void erase(std::uint64_t slot) noexcept {
-    IndexTable* t = table();
-    store_release(t->locations() + slot, Location::none().raw());
-    const bool group_has_empty = ctrl::match_empty(t->ctrl_words()[slot / 8]) != 0;
+    IndexTable* t = table_;
+    store_release(t->slot_word(slot), Location::none().raw());
+    const bool group_has_empty = ctrl::match_empty(*t->ctrl_word(slot / 8)) != 0;
     set_ctrl(t, slot, group_has_empty ? ctrl::kEmpty : ctrl::kTombstone);
     if (!group_has_empty) ++tombstones_;
     --full_;
   }
 
   Location location(std::uint64_t slot) const noexcept {
-    return Location::from_raw(table()->locations()[slot]);
+    return Location::from_raw(*table_->slot_word(slot));
   }
 
   /// Rebuilds the table so that one more entry fits: twice the capacity when
   /// live entries pass half the limit, else the same capacity without
   /// tombstones. `hash_of(Location, std::uint64_t& hash)` recomputes an
   /// entry's hash from its record, or returns false to leave the entry out
-  /// (a record a damaged file made unreadable). Publishes the new table and returns the old one, which the
-  /// caller frees once no reader can hold it. Throws Error(out_of_space) if
-  /// the new table cannot be mapped; the index is unchanged then.
+  /// (a record a damaged file made unreadable). Publishes the new table and
+  /// retires the old one (retire()). Throws Error(out_of_space) if the new
+  /// table cannot be mapped; the index is unchanged then.
   template <class HashOf>
-  IndexTable* grow(HashOf&& hash_of) {
-    IndexTable* old = table();
-    std::uint64_t cap = old->capacity;
-    if (full_ + 1 > limit_of(cap) / 2) cap *= 2;
-    IndexTable* t = IndexTable::create(cap, name_);
+  void grow(HashOf&& hash_of, const WalkGate& walks) {
+    IndexTable* old = table_;
+    std::uint64_t groups = old->groups;
+    if (full_ + 1 > limit_of(old->capacity()) / 2) groups *= 2;
+    IndexTable* t = create(groups);
     std::uint64_t kept = 0;
-    for (std::uint64_t g = 0; g < old->groups(); ++g) {
-      const std::uint64_t w = old->ctrl_words()[g];
+    for (std::uint64_t g = 0; g < old->groups; ++g) {
+      const std::uint64_t w = *old->ctrl_word(g);
       for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
         const std::uint64_t slot = g * 8 + ctrl::first(m);
-        const Location loc = Location::from_raw(old->locations()[slot]);
+        const Location loc = Location::from_raw(*old->slot_word(slot));
         std::uint64_t h = 0;
         if (!hash_of(loc, h)) continue;  // a damaged record: left out
         place(t, h, loc);
@@ -292,7 +393,7 @@ class Index {
     publish(t);
     // After the publish: a reader that sees this generation sees the new table.
     generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-    return old;
+    retire(old, walks);
   }
 
   /// Tells readers inside the table that the bytes at locations they hold
@@ -318,34 +419,33 @@ class Index {
   }
 
   /// Empties the index. A fresh empty table of the same capacity replaces
-  /// the current one, which is returned for the caller to retire as after
-  /// growth: readers inside it find it frozen (no longer current) and trust
-  /// nothing they read there, and its memory goes back to the OS once they
-  /// have left. If the fresh table cannot be mapped, the table is emptied
-  /// in place instead (nullptr is returned): the generation moves before
-  /// (readers inside conclude nothing from what they read) and again after
-  /// (a reader that loaded it mid-clear and saw a slot still full must not
-  /// accept what it finds once the records' space is reused); location
-  /// words are left as they were (a reader that reloads one checks
-  /// slot_full() first), never discarded, which could make them read as
-  /// another record's location (0, or a private file mapping's old word).
-  IndexTable* clear() noexcept {
-    IndexTable* old = table();
+  /// the current one, which is retired as after growth: readers inside it
+  /// find it no longer current and trust nothing they read there. If no
+  /// fresh table can be mapped, the table is emptied in place instead: the
+  /// generation moves before (readers inside conclude nothing from what
+  /// they read) and again after (a reader that loaded it mid-clear and saw
+  /// a slot still full must not accept what it finds once the records'
+  /// space is reused); location words are left as they were (a reader that
+  /// reloads one checks slot_full() first), never discarded, which could
+  /// make them read as another record's location (0, or a private file
+  /// mapping's old word).
+  void clear(const WalkGate& walks) noexcept {
+    IndexTable* old = table_;
     if (full_ == 0 && tombstones_ == 0) {
       // Already empty (every location a removal left is none): no table to
       // replace, but a reader's conclusions still go stale.
       invalidate_readers();
-      return nullptr;
+      return;
     }
     IndexTable* fresh = nullptr;
     try {
-      fresh = IndexTable::create(old->capacity, name_);
+      fresh = create(old->groups);
     } catch (...) {
       fresh = nullptr;  // out of memory: emptied in place below
     }
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     if (testing_clear_in_place && fresh != nullptr) {
-      IndexTable::destroy(fresh);
+      give_back(fresh);
       fresh = nullptr;
     }
 #endif
@@ -355,7 +455,8 @@ class Index {
       publish(fresh);
       // As in grow(): a reader that sees this generation sees the new table.
       invalidate_readers();
-      return old;
+      retire(old, walks);
+      return;
     }
     // The first move (its fence: a reader that sees any of the stores below
     // sees the new generation).
@@ -363,97 +464,205 @@ class Index {
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     if (testing_clear_after_bump != nullptr) testing_clear_after_bump();
 #endif
-    for (std::uint64_t g = 0; g < old->groups(); ++g) store_relaxed(old->ctrl_words() + g, 0);
+    for (std::uint64_t g = 0; g < old->groups; ++g) store_relaxed(old->ctrl_word(g), 0);
     // The second move: its release pairs with acquire_generation() (a reader
     // that loads it sees every control byte empty); its fence, with the
     // writer's, carries it to readers of anything written over the records.
     invalidate_readers();
-    return nullptr;
+  }
+
+  /// Drops the pages of retired tables once no walk can be inside them
+  /// (their ranges are kept for reuse, see the top of this file).
+  void drop_retired(const WalkGate& walks) noexcept {
+#if defined(OFFHEAP_TESTING_IGNORE_WALKS)
+    // Test-only build (tests/reclaim_test.cpp): drops them under a walk, to
+    // prove the walk test sees a walk that reads a dropped table.
+    (void)walks;
+    if (retired_ == nullptr) return;
+#else
+    if (retired_ == nullptr || !walks.idle()) return;
+#endif
+    while (retired_ != nullptr) {
+      IndexTable* t = retired_;
+      retired_ = t->next_retired;
+      give_back(t);
+    }
   }
 
   /// Replaces the (empty, unpublished to readers) table with `t`, which
   /// holds `full` entries and `tombstones` tombstones: a clean reopen's
   /// table, mapped from its state file. No reader may be inside.
   void adopt(IndexTable* t, std::uint64_t full, std::uint64_t tombstones) noexcept {
-    IndexTable::destroy(table());
+    IndexTable::destroy(table_);
     publish(t);
     full_ = full;
     tombstones_ = tombstones;
   }
 
-  /// Whether the control bytes of `t` (a table read from a file) are each
-  /// empty, tombstone or full, and count `full` full slots and `tombstones`
-  /// tombstones: with counts under the load limit, every probe then meets
-  /// an empty slot and ends.
+  /// Whether the control words of `t` (a table read from a file) hold only
+  /// empty, tombstone or full slot bytes and a zero eighth byte, and count
+  /// `full` full slots and `tombstones` tombstones: with counts under the
+  /// load limit, every probe then meets an empty slot and ends.
   static bool control_bytes_sound(const IndexTable* t, std::uint64_t full,
                                   std::uint64_t tombstones) noexcept {
     std::uint64_t f = 0, d = 0;
-    for (std::uint64_t g = 0; g < t->groups(); ++g) {
-      const std::uint64_t w = t->ctrl_words()[g];
+    for (std::uint64_t g = 0; g < t->groups; ++g) {
+      const std::uint64_t w = *t->ctrl_word(g);
+      if ((w >> 56) != 0) return false;
       const std::uint64_t full_bits = w & ctrl::kHighs;
       const std::uint64_t not_full = ~(full_bits >> 7) & ctrl::kLows;  // low bit of each other byte
       if ((w & 0x7E7E7E7E7E7E7E7Eull & (not_full * 0x7E)) != 0) return false;  // 0x02-0x7F
       f += static_cast<std::uint64_t>(std::popcount(full_bits));
       d += static_cast<std::uint64_t>(std::popcount(w & not_full));
     }
-    return f == full && d == tombstones && full + tombstones < t->capacity;
+    return f == full && d == tombstones && full + tombstones < t->capacity();
   }
 
   /// Starts an empty index over with room for `entries` (recovery, before
   /// any reader). Throws Error(out_of_space); the index is unchanged then.
   void reserve_empty(std::uint64_t entries) {
-    if (full_ != 0 || capacity_for(entries) <= table()->capacity) return;
-    adopt(IndexTable::create(capacity_for(entries), name_), 0, 0);
+    if (full_ != 0 || groups_for(entries) <= table_->groups) return;
+    adopt(IndexTable::create(groups_for(entries), name_), 0, 0);
   }
 
-  /// Brings the group a probe for `hash` starts at into the cache.
+  /// Brings the line a probe for `hash` starts at into the cache.
   void prefetch(std::uint64_t hash) const noexcept {
-    const IndexTable* t = table();
-    const std::uint64_t g = hash & (t->groups() - 1);
-    __builtin_prefetch(t->ctrl_words() + g);
-    __builtin_prefetch(t->locations() + g * 8);
+    const IndexTable* t = table_;
+    __builtin_prefetch(t->ctrl_word(hash & (t->groups - 1)));
   }
 
   std::uint64_t size() const noexcept { return full_; }
   std::uint64_t tombstones() const noexcept { return tombstones_; }
-  std::uint64_t capacity() const noexcept { return table()->capacity; }
-  std::uint64_t mapped_bytes() const noexcept { return table()->mapped_bytes; }
+  std::uint64_t capacity() const noexcept { return table_->capacity(); }
+  std::uint64_t mapped_bytes() const noexcept { return table_->mapped_bytes; }
+  /// Address space of replaced tables kept (none of it resident once dropped).
+  std::uint64_t retired_bytes() const noexcept { return bytes_of(retired_) + bytes_of(spares_); }
+  std::uint64_t retired_tables() const noexcept { return count_of(retired_) + count_of(spares_); }
 
  private:
   static void set_ctrl(IndexTable* t, std::uint64_t slot, std::uint8_t value) noexcept {
-    std::uint64_t* w = t->ctrl_words() + slot / 8;
+    std::uint64_t* w = t->ctrl_word(slot / 8);
     const unsigned shift = 8 * (slot % 8);
     const std::uint64_t next = (*w & ~(std::uint64_t{0xFF} << shift)) | std::uint64_t{value} << shift;
     // Pairs with the reader's acquire load of the control word.
     store_release(w, next);
   }
 
-  /// Inserts into a table no reader can see yet.
+  /// Inserts into a table no reader can see yet (but a stale reader may be
+  /// inside its range, if it is reused: atomic stores).
   static void place(IndexTable* t, std::uint64_t hash, Location loc) noexcept {
-    for (ProbeSeq seq(hash, t->groups());; seq.next()) {
+    for (ProbeSeq seq(hash, t->groups - 1);; seq.next()) {
       const std::uint64_t g = seq.group();
-      if (const std::uint64_t a = ctrl::match_available(t->ctrl_words()[g])) {
+      std::uint64_t* cw = t->ctrl_word(g);
+      if (const std::uint64_t a = ctrl::match_available(*cw)) {
         const std::uint64_t slot = g * 8 + ctrl::first(a);
-        t->locations()[slot] = loc.raw();
+        store_relaxed(t->slot_word(slot), loc.raw());
         const unsigned shift = 8 * (slot % 8);
-        t->ctrl_words()[g] |= std::uint64_t{ctrl::tag_of(hash)} << shift;
+        store_relaxed(cw, *cw | std::uint64_t{ctrl::tag_of(hash)} << shift);
         return;
       }
     }
   }
 
+  /// A table of `groups` groups, from a kept range of its size if any.
+  IndexTable* create(std::uint64_t groups) {
+    const std::uint64_t bytes = IndexTable::bytes_for(groups);
+    for (IndexTable** link = &spares_; *link != nullptr; link = &(*link)->next_retired) {
+      IndexTable* t = *link;
+      if (t->mapped_bytes == bytes) {
+        *link = t->next_retired;
+        return IndexTable::create(groups, name_, t);
+      }
+    }
+    return IndexTable::create(groups, name_);
+  }
+
   void publish(IndexTable* t) noexcept {
-    // Pairs with acquire_table(): a reader that sees the new table sees it whole.
-    table_.store(t, std::memory_order_release);
+    table_ = t;
+    // Pairs with acquire_view(): a reader that sees the new table sees it
+    // whole. The group count (a power of two) goes in the low bits.
+    word_.store(reinterpret_cast<std::uintptr_t>(t->words()) |
+                    static_cast<std::uintptr_t>(std::countr_zero(t->groups)),
+                std::memory_order_release);
+    // After the table word: pairs with acquire_serial().
+    serial_.store(serial_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+
+  /// Takes a replaced table (after the new one was published and the
+  /// generation moved): dropped now if no walk is in progress, else when
+  /// the last one ends.
+  void retire(IndexTable* t, const WalkGate& walks) noexcept {
+    t->next_retired = retired_;
+    retired_ = t;
+    drop_retired(walks);
+  }
+
+  /// Gives a replaced table's pages back to the OS and keeps its range for
+  /// reuse; readers may still be inside it.
+  void give_back(IndexTable* t) noexcept {
+    const std::uint64_t bytes = t->mapped_bytes;
+#if defined(OFFHEAP_TESTING_NO_GRACE_PERIOD)
+    // Test-only build (tests/reclaim_test.cpp): the range is given up at
+    // once, as if readers held nothing, to prove the test sees a reader
+    // inside a table that is gone.
+    asan_poison_or_unmap(t, bytes);
+    return;
+#endif
+    if (!zero_pages(t, bytes)) {
+      // Neither dropped nor replaced (out of memory): kept as it is,
+      // resident, until the index goes.
+      t->next_retired = lost_;
+      lost_ = t;
+      return;
+    }
+    // The header read zeros too: write it again (no reader reads it).
+    t->mapped_bytes = bytes;
+    if (count_same(bytes) >= 2) {
+      // A third range of one size is never needed (see the top of this
+      // file); kept apart, as zero pages, until the index goes.
+      t->next_retired = lost_;
+      lost_ = t;
+      return;
+    }
+    t->next_retired = spares_;
+    spares_ = t;
+  }
+
+  std::uint64_t count_same(std::uint64_t bytes) const noexcept {
+    std::uint64_t n = 0;
+    for (const IndexTable* t = spares_; t != nullptr; t = t->next_retired) n += t->mapped_bytes == bytes;
+    return n;
+  }
+  static std::uint64_t bytes_of(const IndexTable* t) noexcept {
+    std::uint64_t b = 0;
+    for (; t != nullptr; t = t->next_retired) b += t->mapped_bytes;
+    return b;
+  }
+  static std::uint64_t count_of(const IndexTable* t) noexcept {
+    std::uint64_t n = 0;
+    for (; t != nullptr; t = t->next_retired) ++n;
+    return n;
+  }
+  static void drop_all(IndexTable* t) noexcept {
+    while (t != nullptr) {
+      IndexTable* next = t->next_retired;
+      IndexTable::destroy(t);
+      t = next;
+    }
   }
 
   const std::string& name_;  // the store's name, which outlives the index
-  // What readers load, on a line of its own: the writer's counters below
+  // What readers load, on a line of its own: the writer's fields below
   // change with every insert and would otherwise evict it from readers.
-  alignas(64) std::atomic<IndexTable*> table_{nullptr};
-  std::atomic<std::uint64_t> generation_{1};
-  alignas(64) std::uint64_t full_ = 0;
+  alignas(64) std::atomic<std::uint64_t> generation_{1};
+  std::atomic<std::uintptr_t> word_{0};  // the table's lines | log2(groups)
+  std::atomic<std::uint64_t> serial_{0};
+  alignas(64) IndexTable* table_ = nullptr;
+  std::uint64_t full_ = 0;
   std::uint64_t tombstones_ = 0;
+  IndexTable* retired_ = nullptr;  // replaced, waiting for walks to end
+  IndexTable* spares_ = nullptr;   // dropped, kept for reuse
+  IndexTable* lost_ = nullptr;     // kept as they are until the index goes
 };
 
 }  // namespace offheap::detail

@@ -90,6 +90,21 @@ inline void discard_pages(void* p, std::uint64_t bytes) noexcept {
   if (bytes != 0) ::madvise(p, bytes, MADV_DONTNEED);
 }
 
+/// Replaces whatever is mapped at [p, p + bytes) (anonymous memory or a
+/// private file mapping) with fresh anonymous zero pages, in one step: a
+/// thread reading the range meanwhile sees the old bytes or zeros, never an
+/// unmapped page. The old pages go back to the OS. Returns false if the
+/// kernel refused (the range is then as it was).
+inline bool zero_pages(void* p, std::uint64_t bytes) noexcept {
+  void* q = ::mmap(p, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  if (q == MAP_FAILED) return false;
+#if defined(MADV_HUGEPAGE)
+  if (bytes >= (std::uint64_t{4} << 20)) ::madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  return true;
+}
+
 /// AddressSanitizer builds poison memory the engine has freed but keeps
 /// mapped, so that a stray access is reported; elsewhere these do nothing.
 inline void asan_poison(const void* p, std::uint64_t bytes) noexcept {
@@ -106,6 +121,17 @@ inline void asan_unpoison(const void* p, std::uint64_t bytes) noexcept {
 #else
   (void)p;
   (void)bytes;
+#endif
+}
+
+/// Test-only builds: gives up a range as if nothing could touch it again:
+/// poisoned where AddressSanitizer is on (a later access is reported),
+/// unmapped elsewhere (a later access faults).
+inline void asan_poison_or_unmap(void* p, std::uint64_t bytes) noexcept {
+#if defined(OFFHEAP_ASAN)
+  ASAN_POISON_MEMORY_REGION(p, bytes);
+#else
+  unmap(p, bytes);
 #endif
 }
 

@@ -340,7 +340,7 @@ inline bool stamp_is_stable(std::uint64_t stamp) noexcept {
 /// Compares the first key.size() bytes of the record's payload with `key`,
 /// reading whole words. The caller has compared the key length from the
 /// header and bounds-checked the payload.
-inline bool key_equals(const std::byte* rec, std::string_view key) noexcept {
+[[gnu::always_inline]] inline bool key_equals(const std::byte* rec, std::string_view key) noexcept {
   const std::uint64_t* w = payload_words(rec);
   const char* k = key.data();
   std::size_t n = key.size();
@@ -359,31 +359,12 @@ inline bool key_equals(const std::byte* rec, std::string_view key) noexcept {
   return (load_relaxed(w) & mask) == load_partial(k, n);
 }
 
-/// Copies n bytes starting `from` bytes into the payload, word by word with
-/// relaxed loads, into dst (caller-owned). The caller has bounds-checked; no
-/// word past the one holding the last byte is read.
-inline void copy_out(char* dst, const std::byte* rec, std::size_t from, std::size_t n) noexcept {
-  if (n == 0) return;
+/// copy_out() from a payload offset that is not a multiple of 8: each
+/// output word joins the tail of one payload word and the head of the next.
+[[gnu::noinline]] inline void copy_out_shifted(char* dst, const std::byte* rec, std::size_t from,
+                                               std::size_t n) noexcept {
   const std::uint64_t* w = payload_words(rec) + from / 8;
   const std::size_t skip = from % 8;
-  if (skip == 0) {
-    for (; n >= 32; n -= 32, dst += 32, w += 4) {  // unrolled: atomics do not vectorize
-      const std::uint64_t x0 = load_relaxed(w), x1 = load_relaxed(w + 1);
-      const std::uint64_t x2 = load_relaxed(w + 2), x3 = load_relaxed(w + 3);
-      std::memcpy(dst, &x0, 8);
-      std::memcpy(dst + 8, &x1, 8);
-      std::memcpy(dst + 16, &x2, 8);
-      std::memcpy(dst + 24, &x3, 8);
-    }
-    for (; n >= 8; n -= 8, dst += 8) {
-      const std::uint64_t x = load_relaxed(w++);
-      std::memcpy(dst, &x, 8);
-    }
-    if (n) store_partial(dst, load_relaxed(w), n);
-    return;
-  }
-  // Misaligned: each output word joins the tail of one payload word and the
-  // head of the next.
   const std::size_t have = 8 - skip;  // bytes of x still to emit, 1-7
   std::uint64_t x = load_relaxed(w++) >> (8 * skip);
   while (n >= 8) {
@@ -397,6 +378,32 @@ inline void copy_out(char* dst, const std::byte* rec, std::size_t from, std::siz
   if (n == 0) return;
   if (n > have) x |= load_relaxed(w) << (8 * have);
   store_partial(dst, x, n);
+}
+
+/// Copies n bytes starting `from` bytes into the payload, word by word with
+/// relaxed loads, into dst (caller-owned). The caller has bounds-checked; no
+/// word past the one holding the last byte is read. Inline for a value that
+/// starts on a word (a key of a multiple of 8 bytes).
+[[gnu::always_inline]] inline void copy_out(char* dst, const std::byte* rec, std::size_t from,
+                                            std::size_t n) noexcept {
+  if (from % 8 != 0) {
+    if (n != 0) copy_out_shifted(dst, rec, from, n);
+    return;
+  }
+  const std::uint64_t* w = payload_words(rec) + from / 8;
+  for (; n >= 32; n -= 32, dst += 32, w += 4) {  // unrolled: atomics do not vectorize
+    const std::uint64_t x0 = load_relaxed(w), x1 = load_relaxed(w + 1);
+    const std::uint64_t x2 = load_relaxed(w + 2), x3 = load_relaxed(w + 3);
+    std::memcpy(dst, &x0, 8);
+    std::memcpy(dst + 8, &x1, 8);
+    std::memcpy(dst + 16, &x2, 8);
+    std::memcpy(dst + 24, &x3, 8);
+  }
+  for (; n >= 8; n -= 8, dst += 8) {
+    const std::uint64_t x = load_relaxed(w++);
+    std::memcpy(dst, &x, 8);
+  }
+  if (n) store_partial(dst, load_relaxed(w), n);
 }
 
 }  // namespace record

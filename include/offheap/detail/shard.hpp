@@ -20,9 +20,9 @@
 // (a slot whose key went away leads nowhere), and a merge of free records,
 // after which a location a reader holds may lie inside another record's
 // value, moves the generation before the merged space can be reused
-// (Index::invalidate_readers). Callers hold an EpochGuard, so an index
-// table replaced by growth stays mapped until they are done (epoch.hpp);
-// chunks are never unmapped while the store lives. A reader that loses many
+// (Index::invalidate_readers). Readers write nothing: an index table that
+// growth replaced stays mapped (its pages zeroed, its range reused) while
+// the index lives, and chunks while the store lives (index.hpp). A reader that loses many
 // races in a row to writers of its record takes the writer lock for one
 // read, so a key under continuous rewrite is still read in bounded time (not
 // with NullLock, where it keeps yielding).
@@ -36,7 +36,6 @@
 
 #include <offheap/detail/atomic_word.hpp>
 #include <offheap/detail/crc32c.hpp>
-#include <offheap/detail/epoch.hpp>
 #include <offheap/detail/file.hpp>
 #include <offheap/detail/format.hpp>
 #include <offheap/detail/free_lists.hpp>
@@ -135,8 +134,8 @@ class alignas(64) Shard {
   static constexpr bool kLocks = !std::is_same_v<Lock, NullLock>;
 
   Shard(const ShardConfig& config, std::uint32_t number, const std::string& name,
-        const Hash& hash, EpochDomain& domain)
-      : hash_(hash), domain_(domain), journal_(journal_config(config, number), name),
+        const Hash& hash, const WalkGate& walks)
+      : hash_(hash), walks_(walks), journal_(journal_config(config, number), name),
         index_(config.expected_entries, name), free_(journal_, name, config.durable),
         number_(number), durable_(config.durable), verify_(config.durable && config.verify_reads),
         sync_each_(config.durable && config.sync_each_write),
@@ -146,15 +145,7 @@ class alignas(64) Shard {
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
   /// Requires: no reader or writer is using the shard any more.
-  ~Shard() {
-    free_retired(~std::uint64_t{0});
-    while (quarantine_ != nullptr) {
-      IndexTable* next = quarantine_->next_retired;
-      asan_unpoison(quarantine_, quarantine_->mapped_bytes);
-      IndexTable::destroy(quarantine_);
-      quarantine_ = next;
-    }
-  }
+  ~Shard() = default;
 
   // ---- reads (no lock) -------------------------------------------------------
 
@@ -163,9 +154,79 @@ class alignas(64) Shard {
   /// whose header and key have been validated against `stamp`. on_hit reads
   /// what it needs and returns record::validate(rec, stamp); on false the
   /// lookup tries again. Returns whether the key was found.
-  /// Requires: the caller holds an EpochGuard.
+  ///
+  /// The common case first, inline: one pass of the probe in which nothing
+  /// moves, under the same checks as probe() and examine() make (each
+  /// conclusion only from words read between two equal stamps, through a
+  /// slot that still leads there, under the generation loaded before the
+  /// table). At the first thing that would make them wait or start over (a
+  /// record being written, a generation that moved, a slot that changed,
+  /// a stamp that differs after the value was read) or that they check
+  /// further (a file-backed store that checks checksums), the lookup goes
+  /// the whole way instead, from the start.
   template <class OnHit>
-  bool lookup(std::string_view key, std::uint64_t h, OnHit&& on_hit) const {
+  [[gnu::always_inline]] bool lookup(std::string_view key, std::uint64_t h, OnHit&& on_hit) const {
+    if (!verify_) [[likely]] {
+      const std::uint64_t generation = index_.acquire_generation();
+      const std::uint64_t serial = index_.acquire_serial();  // after the generation
+      const TableView t = index_.acquire_view();              // after the serial
+      const std::uint8_t tag = ctrl::tag_of(h);
+      ProbeSeq seq(h, t.mask);
+      do {
+        const std::uint64_t* line = t.ctrl_word(seq.group());
+        // Pairs with the release store in Index::set_ctrl.
+        const std::uint64_t w = load_acquire(line);
+        for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
+          const std::uint64_t* slot = line + 1 + ctrl::first(m);
+          // Pairs with the release stores in Index::insert/update.
+          const Location loc = Location::from_raw(load_acquire(slot));
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+          testing_reader_step();
+#endif
+          if (loc.is_none()) continue;  // removed: another key's slot now
+          std::uint64_t avail = 0;
+          const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+          if (rec == nullptr) [[unlikely]] goto slow;
+          const std::uint64_t s1 = record::read_stamp(rec);
+          if (!record::stamp_is_stable(s1)) [[unlikely]] goto slow;
+          const record::Meta rm = record::read_meta(rec);
+          const bool mine = rm.state() == record::State::live && rm.key_len == key.size() &&
+                            record::kHeaderBytes + record::payload_for(rm.key_len, rm.value_len) <= avail &&
+                            record::key_equals(rec, key);
+          if (!record::validate(rec, s1)) [[unlikely]] goto slow;
+          if (!mine) {
+            // Another key's record, while the slot still leads here.
+            if (load_relaxed(slot) == loc.raw()) [[likely]] continue;
+            goto slow;
+          }
+          if (!index_.unchanged_since(generation) || load_relaxed(slot) != loc.raw()) [[unlikely]] {
+            goto slow;
+          }
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+          testing_reader_before_hit(rec);
+#endif
+          if (on_hit(loc, rec, rm, s1)) [[likely]] {
+            // As in examine(): a merge elsewhere in the shard moves the
+            // generation, which costs a check, not a second read.
+            if (index_.unchanged_since(generation) || still_current(serial, slot, loc, rec, s1)) [[likely]] {
+              return true;
+            }
+          }
+          goto slow;
+        }
+        if (ctrl::match_empty(w)) {
+          // (The acquire load of the control word comes first.)
+          if (index_.unchanged_since(generation)) [[likely]] return false;
+          goto slow;
+        }
+      } while (seq.next());
+    }
+  slow:
+    return lookup_slow(key, h, on_hit);
+  }
+
+  template <class OnHit>
+  [[gnu::noinline]] bool lookup_slow(std::string_view key, std::uint64_t h, OnHit& on_hit) const {
     Backoff backoff;
     const Probe p = probe(key, h, on_hit, backoff, kLocks, false);
     if (p != Probe::starved) [[likely]] return p == Probe::hit;
@@ -182,15 +243,15 @@ class alignas(64) Shard {
 
   /// Calls fn(key, value) for every live record, on copies validated by
   /// their stamps (kbuf and vbuf are reused). Writes made meanwhile, by fn or
-  /// others, may or may not be seen. Requires: the caller holds an
-  /// EpochGuard (the walk's table stays mapped through growth).
+  /// others, may or may not be seen. Requires: the caller has entered the
+  /// store's WalkGate (the walk's table is kept as it is through growth).
   template <class F>
   void for_each(F& fn, std::string& kbuf, std::string& vbuf) const {
-    const IndexTable* t = index_.acquire_table();
-    for (std::uint64_t g = 0; g < t->groups(); ++g) {
-      const std::uint64_t w = load_acquire(t->ctrl_words() + g);
+    const TableView t = index_.acquire_view();
+    for (std::uint64_t g = 0; g <= t.mask; ++g) {
+      const std::uint64_t w = load_acquire(t.ctrl_word(g));
       for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
-        if (copy_record(t, t->locations() + g * 8 + ctrl::first(m), kbuf, vbuf)) {
+        if (copy_record(t, t.ctrl_word(g) + 1 + ctrl::first(m), kbuf, vbuf)) {
           fn(std::string_view(kbuf), std::string_view(vbuf));
         }
       }
@@ -270,7 +331,7 @@ class alignas(64) Shard {
     key_value_bytes_ += key.size() + value.size();
     live_bytes_ += record::kHeaderBytes + s.capacity;
     ++puts_;
-    if (retired_ != nullptr && ++writes_since_reclaim_ % 1024 == 0) reclaim();
+    if (++writes_since_reclaim_ % 1024 == 0) index_.drop_retired(walks_);
     if (sync_each_) {
       if (const int err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity)) sync_failed(err);
     }
@@ -332,7 +393,7 @@ class alignas(64) Shard {
     const WriteLock guard(*this);
     // A fresh table (the old one retired, as after growth), or emptied in
     // place; either way the generation moves: readers inside restart.
-    if (IndexTable* old = index_.clear()) retire(old);
+    index_.clear(walks_);  // the old table retired, or emptied in place
     if (const int err = journal_.reset()) note_sync_error(err);  // writes refused: see reset()
     free_.clear();
     deferred_dropped_ += deferred_.size();
@@ -353,10 +414,11 @@ class alignas(64) Shard {
     }
   }
 
-  /// Frees retired index tables no reader can still hold. Takes the lock.
+  /// Drops the pages of replaced index tables once no walk is in progress.
+  /// Takes the lock.
   void maintain() {
     std::lock_guard<Lock> guard(lock_);
-    reclaim();
+    index_.drop_retired(walks_);
   }
 
   std::uint64_t size() const noexcept { return records_.load(std::memory_order_relaxed); }
@@ -385,11 +447,9 @@ class alignas(64) Shard {
     s.chunks += journal_.chunks();
     s.index_capacity += index_.capacity();
     s.index_tombstones += index_.tombstones();
-    for (const IndexTable* t = retired_; t != nullptr; t = t->next_retired) {
-      ++s.retired_tables;
-      s.retired_bytes += t->mapped_bytes;
-      s.mapped_bytes += t->mapped_bytes;
-    }
+    s.retired_tables += index_.retired_tables();
+    s.retired_bytes += index_.retired_bytes();
+    s.mapped_bytes += index_.retired_bytes();
   }
 
   const Journal& journal() const noexcept { return journal_; }
@@ -542,16 +602,16 @@ class alignas(64) Shard {
     const std::uint8_t tag = ctrl::tag_of(h);
     for (;;) {
       const std::uint64_t generation = index_.acquire_generation();
-      const IndexTable* t = index_.acquire_table();
-      const std::uint64_t* ctrls = t->ctrl_words();
-      const std::uint64_t* locs = t->locations();
+      const std::uint64_t serial = index_.acquire_serial();  // after the generation
+      const TableView t = index_.acquire_view();              // after the serial
       bool restart = false;
-      for (ProbeSeq seq(h, t->groups()); !restart; seq.next()) {
-        const std::uint64_t g = seq.group();
+      ProbeSeq seq(h, t.mask);
+      do {
+        const std::uint64_t* line = t.ctrl_word(seq.group());
         // Pairs with the release store in Index::set_ctrl.
-        const std::uint64_t w = load_acquire(ctrls + g);
+        const std::uint64_t w = load_acquire(line);
         for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
-          const Examined e = examine(generation, t, locs + g * 8 + ctrl::first(m), key, on_hit,
+          const Examined e = examine(generation, serial, line + 1 + ctrl::first(m), key, on_hit,
                                      backoff, may_starve, locked);
           if (e == Examined::hit) return Probe::hit;
           if (e == Examined::starved) return Probe::starved;
@@ -566,14 +626,16 @@ class alignas(64) Shard {
           if (index_.unchanged_since(generation)) return Probe::miss;
           restart = true;
         }
-      }
+        // Every group visited without an empty slot: only in a table being
+        // rebuilt in a reused range, which the generation says is stale.
+      } while (!restart && seq.next());
       if (may_starve && backoff.exhausted()) return Probe::starved;
       backoff.pause();
     }
   }
 
   template <class OnHit>
-  Examined examine(std::uint64_t generation, const IndexTable* t, const std::uint64_t* slot,
+  Examined examine(std::uint64_t generation, std::uint64_t serial, const std::uint64_t* slot,
                    std::string_view key, OnHit& on_hit, Backoff& backoff, bool may_starve,
                    bool locked) const {
     for (;; backoff.pause()) {
@@ -649,7 +711,7 @@ class alignas(64) Shard {
         // only have been freed, which changes its stamp, or superseded and
         // kept whole: then it was the key's current one at the slot check.)
         if (on_hit(loc, rec, m, s1)) {
-          if (index_.unchanged_since(generation) || still_current(t, slot, loc, rec, s1)) {
+          if (index_.unchanged_since(generation) || still_current(serial, slot, loc, rec, s1)) {
             return Examined::hit;
           }
           return Examined::restart;
@@ -664,21 +726,23 @@ class alignas(64) Shard {
   }
 
   /// After a read of the record at `loc` (stamp s1), through `slot` of
-  /// table `t`, during which the generation moved (a merge or a retreat of
-  /// the tail anywhere in the shard): the bytes read were the record's if,
-  /// under a generation loaded afresh that holds meanwhile, `t` is still
-  /// the current table (a replaced one is frozen: its slots may lead to
-  /// freed records; the reader's epoch keeps `t` from being reused), the
-  /// slot is still full (clear() leaves locations) and still leads to
-  /// `loc`, and the record still shows s1. A full slot of the current
+  /// the table published as `serial`, during which the generation moved (a
+  /// merge or a retreat of the tail anywhere in the shard): the bytes read
+  /// were the record's if, under a generation loaded afresh that holds
+  /// meanwhile, that table is still the current one (no table was
+  /// published since `serial`: a replaced table is frozen, its slots may
+  /// lead to freed records, and its range may since hold another table;
+  /// the serial, unlike the address, never comes back), the slot is still
+  /// full (clear() leaves locations) and still leads to `loc`, and the
+  /// record still shows s1. A full slot of the current
   /// table under an unmoved generation leads to a record start, whose stamp
   /// is drawn afresh at every write and free and so never shows s1 again
   /// once the record was changed: the record stayed as it was throughout.
-  bool still_current(const IndexTable* t, const std::uint64_t* slot, Location loc,
+  bool still_current(std::uint64_t serial, const std::uint64_t* slot, Location loc,
                      const std::byte* rec, std::uint64_t s1) const noexcept {
-    const std::uint64_t g2 = index_.acquire_generation();  // before the table, as in probe()
-    if (index_.acquire_table() != t) return false;
-    if (!Index::slot_full(t, slot)) return false;
+    const std::uint64_t g2 = index_.acquire_generation();  // before the serial, as in probe()
+    if (index_.acquire_serial() != serial) return false;
+    if (!Index::slot_full(slot)) return false;
     if (load_acquire(slot) != loc.raw()) return false;
     if (record::read_stamp(rec) != s1) return false;
     std::atomic_thread_fence(std::memory_order_acquire);  // as in record::validate
@@ -686,7 +750,7 @@ class alignas(64) Shard {
   }
 
   // walk.hpp: for_each's reads
-  bool copy_record(const IndexTable* t, const std::uint64_t* slot, std::string& kbuf,
+  bool copy_record(const TableView& t, const std::uint64_t* slot, std::string& kbuf,
                    std::string& vbuf) const;
 
   bool copy_from_frozen(const std::uint64_t* slot, std::string& kbuf, std::string& vbuf) const;
@@ -763,9 +827,6 @@ class alignas(64) Shard {
 
   // index_growth.hpp
   void grow_index();
-  void retire(IndexTable* t) noexcept;
-  void reclaim() noexcept;
-  void free_retired(std::uint64_t safe) noexcept;
 
   std::uint64_t next_stamp() noexcept {
     stamp_ += 2;
@@ -773,7 +834,7 @@ class alignas(64) Shard {
   }
 
   const Hash& hash_;
-  EpochDomain& domain_;
+  const WalkGate& walks_;
   Journal journal_;
   Index index_;
   FreeLists free_;
@@ -788,8 +849,6 @@ class alignas(64) Shard {
   std::uint64_t live_bytes_ = 0;
   std::uint64_t puts_ = 0;
   std::uint64_t removes_ = 0;
-  IndexTable* retired_ = nullptr;     // retired tables, newest first
-  IndexTable* quarantine_ = nullptr;  // AddressSanitizer builds: freed, poisoned
   std::uint64_t writes_since_reclaim_ = 0;
   std::uint32_t number_;
   bool durable_;

@@ -43,7 +43,7 @@ void Shard<P>::save_state(std::uint64_t generation) {
   h.removes = removes_;
   h.free_records = free_.total_records();
   h.free_bytes = free_.total_bytes();
-  h.index_capacity = t->capacity;
+  h.index_capacity = t->capacity();
   h.index_full = index_.size();
   h.index_tombstones = index_.tombstones();
   h.free_table_offset = round_up(sizeof h, page);
@@ -52,7 +52,6 @@ void Shard<P>::save_state(std::uint64_t generation) {
   h.index_bytes = t->mapped_bytes;
   IndexTable head = *t;  // as a clean open finds it: no retirement links
   head.next_retired = nullptr;
-  head.retire_epoch = 0;
   const auto* slots = reinterpret_cast<const std::uint64_t*>(t + 1);
   const std::uint64_t slot_words = (t->mapped_bytes - sizeof(IndexTable)) / 8;
   h.body_hash = body_hash(static_cast<const std::uint64_t*>(free_.table_bytes()),
@@ -108,13 +107,14 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
           : h.tail_chunk == journal_.chunks() && h.tail_offset == 0;
   if (h.shard != number_ || h.store_id != f.store_id || h.generation != generation ||
       h.chunks != journal_.chunks() || !tail_ok || h.tail_offset % 8 != 0 ||
-      h.stamp % 2 != 0 || h.records != h.index_full || cap < Index::kMinCapacity ||
-      cap > (std::uint64_t{1} << 42) || !std::has_single_bit(cap) ||
+      h.stamp % 2 != 0 || h.records != h.index_full || cap % IndexTable::kSlotsPerGroup != 0 ||
+      cap / IndexTable::kSlotsPerGroup > (std::uint64_t{1} << 40) ||
+      !std::has_single_bit(cap / IndexTable::kSlotsPerGroup) ||
       h.index_full + h.index_tombstones > Index::limit_of(cap) ||
       h.free_table_offset < sizeof h || h.free_table_offset % page != 0 ||
       h.free_table_bytes != FreeLists::table_size() || h.free_table_offset > size ||
       h.index_offset < h.free_table_offset || h.index_offset - h.free_table_offset < h.free_table_bytes ||
-      h.index_offset % page != 0 || h.index_bytes != round_up(sizeof(IndexTable) + cap * 9, page) ||
+      h.index_offset % page != 0 || h.index_bytes != IndexTable::bytes_for(cap / IndexTable::kSlotsPerGroup) ||
       h.index_offset > size || size - h.index_offset < h.index_bytes) {
     // (Each bound compared without a sum that could wrap: the header's
     // checksum proves it unbroken, not well made.)
@@ -130,7 +130,7 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   std::byte* map = map_file(fd.get(), h.index_offset, h.index_bytes, true, false, store, path);
   auto* t = reinterpret_cast<IndexTable*>(map);
   const auto* slots = reinterpret_cast<const std::uint64_t*>(t + 1);
-  if (t->capacity != cap || t->mapped_bytes != h.index_bytes ||
+  if (t->capacity() != cap || t->mapped_bytes != h.index_bytes ||
       body_hash(table.data(), reinterpret_cast<const std::uint64_t*>(t), slots,
                 (h.index_bytes - sizeof(IndexTable)) / 8) != h.body_hash) {
     unmap(map, h.index_bytes);
@@ -146,7 +146,6 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
     return false;
   }
   t->next_retired = nullptr;
-  t->retire_epoch = 0;
   const std::uint64_t old_records = free_.total_records(), old_bytes = free_.total_bytes();
   std::vector<std::uint64_t> old_table(table.size());
   std::memcpy(old_table.data(), free_.table_bytes(), h.free_table_bytes);

@@ -93,9 +93,10 @@ template <class P>
 std::string Shard<P>::verify_index() const {
   const IndexTable* t = index_.table();
   std::uint64_t live = 0, live_bytes = 0;
-  for (std::uint64_t slot = 0; slot < t->capacity; ++slot) {
-    if (ctrl::byte_of(t->ctrl_words()[slot / 8], slot % 8) < 0x80) continue;
-    const Location loc = Location::from_raw(t->locations()[slot]);
+  for (std::uint64_t slot = 0; slot < t->groups * 8; ++slot) {
+    if (slot % 8 == 7) continue;  // the control word's eighth byte: no slot
+    if (ctrl::byte_of(*t->ctrl_word(slot / 8), slot % 8) < 0x80) continue;
+    const Location loc = Location::from_raw(*t->slot_word(slot));
     const std::string where = "chunk " + std::to_string(loc.chunk()) + " offset " +
                               std::to_string(loc.offset()) + ": ";
     std::uint64_t avail = 0;

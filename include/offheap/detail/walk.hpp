@@ -26,16 +26,19 @@ namespace offheap::detail {
 /// continuously meanwhile may be skipped: the walk promises only keys left
 /// alone during it.
 template <class P>
-bool Shard<P>::copy_record(const IndexTable* t, const std::uint64_t* slot, std::string& kbuf,
+bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::string& kbuf,
                  std::string& vbuf) const {
   Backoff backoff;
   for (; !backoff.exhausted(); backoff.pause()) {
     // First, as in probe(): what is read below counts only while it stays.
     const std::uint64_t generation = index_.acquire_generation();
-    if (index_.acquire_table() != t) return copy_from_frozen(slot, kbuf, vbuf);
+    const std::uint64_t serial = index_.acquire_serial();
+    // (The walk's table keeps its address while the walk goes on: a
+    // replaced table is neither dropped nor reused during a walk.)
+    if (index_.acquire_view().words != t.words) return copy_from_frozen(slot, kbuf, vbuf);
     // Emptied by clear() (which leaves locations) or by a removal since the
     // walk saw it full: its key is gone.
-    if (!Index::slot_full(t, slot)) return false;
+    if (!Index::slot_full(slot)) return false;
     const Location loc = Location::from_raw(load_acquire(slot));
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     testing_reader_step();
@@ -80,7 +83,7 @@ bool Shard<P>::copy_record(const IndexTable* t, const std::uint64_t* slot, std::
     // elsewhere moved the generation, the record is still current).
     if (!record::validate(rec, s1)) continue;
     if (!(index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) &&
-        !still_current(t, slot, loc, rec, s1)) {
+        !still_current(serial, slot, loc, rec, s1)) {
       continue;
     }
     if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf) != stored) {

@@ -817,10 +817,10 @@ bool parse_own_flags(std::vector<char*>& args) {
       }
       g_settings.mt_min_time_given = true;
     } else if (const char* v = value("--rocksdb_mmap_reads=")) {
+      bool b = true;
+      if (!parse_bool(v, b)) return fail("--rocksdb_mmap_reads wants true|false");
 #if defined(OFFHEAP_BENCH_HAVE_ROCKSDB)
-      if (!parse_bool(v, g_rocks.mmap_reads)) return fail("--rocksdb_mmap_reads wants true|false");
-#else
-      (void)v;
+      g_rocks.mmap_reads = b;
 #endif
     } else if (const char* v = value("--rocksdb_cache_mb=")) {
       if (!parse_u64(v, n) || n == 0 || n > (1u << 20)) {

@@ -70,7 +70,6 @@ struct StringViewEqual {
 class CuckooSubject {
  public:
   static constexpr const char* kName = "libcuckoo::cuckoohash_map";
-  static constexpr const char* kShortName = "libcuckoo";
   static constexpr bool kThreadSafe = true;
   using Session = NoSession<CuckooSubject>;
 
@@ -121,7 +120,6 @@ struct StringViewCompare {
 class TbbSubject {
  public:
   static constexpr const char* kName = "tbb::concurrent_hash_map";
-  static constexpr const char* kShortName = "TBB";
   static constexpr bool kThreadSafe = true;
   using Session = NoSession<TbbSubject>;
 

@@ -81,7 +81,6 @@ namespace offheap_bench {
 class LmdbSubject {
  public:
   static constexpr const char* kName = "LMDB";
-  static constexpr const char* kShortName = "LMDB";
   static constexpr bool kThreadSafe = true;
   static constexpr unsigned kFlags =
       MDB_NOSYNC | MDB_NOMETASYNC | MDB_WRITEMAP | MDB_NORDAHEAD | MDB_NOTLS;
@@ -178,7 +177,6 @@ inline RocksSettings g_rocks;
 class RocksSubject {
  public:
   static constexpr const char* kName = "RocksDB";
-  static constexpr const char* kShortName = "RocksDB";
   static constexpr bool kThreadSafe = true;
 
   /// What one thread reuses from get to get.
@@ -264,7 +262,6 @@ class RocksSubject {
 class TkrzwSubject {
  public:
   static constexpr const char* kName = "tkrzw::HashDBM";
-  static constexpr const char* kShortName = "Tkrzw";
   static constexpr bool kThreadSafe = true;
   using Session = NoSession<TkrzwSubject>;
 

@@ -122,6 +122,8 @@ struct Settings {
   double mt_min_time = kMtMinTimeDefault;
   bool mt_reps_given = false;  // --mt_reps / --mt_min_time: taken as given, no cap
   bool mt_min_time_given = false;
+  std::uint64_t w1_reps = 0;  // the --benchmark_repetitions and _min_time in force
+  double w1_min_time = 0;
 };
 Settings g_settings;
 std::uint64_t g_wrong_values = 0;  // scale reads that returned a wrong value or none
@@ -163,13 +165,12 @@ void for_each_mt_subject(Fn&& fn) {
 /// A subject's row in the summaries.
 struct Column {
   std::string name;
-  std::string short_name;
   bool thread_safe = false;
 };
 
 std::vector<Column> columns() {
   std::vector<Column> c;
-  for_each_subject([&]<class S>() { c.push_back({S::kName, S::kShortName, S::kThreadSafe}); });
+  for_each_subject([&]<class S>() { c.push_back({S::kName, S::kThreadSafe}); });
   return c;
 }
 
@@ -643,6 +644,7 @@ void BM_Scale(benchmark::State& state, Shape shape) {
   state.counters["write_fresh_Mops"] = ops / fresh.seconds / 1e6;
   state.counters["write_presized_Mops"] = ops / presized.seconds / 1e6;
   state.counters["read_Mops"] = ops / read.seconds / 1e6;
+  state.counters["allocs/op_write_fresh"] = static_cast<double>(fresh.allocs) / ops;
   state.counters["allocs/op_write"] = static_cast<double>(presized.allocs) / ops;
   state.counters["allocs/op_read"] = static_cast<double>(read.allocs) / ops;
   state.counters["wrong"] = static_cast<double>(wrong);
@@ -711,8 +713,9 @@ void print_platform() {
   std::printf("  Files:    %s (%s)\n", dir.root().c_str(),
               dir.on_tmpfs() ? "tmpfs" : "WARNING: not tmpfs, the file-backed peers use a file system");
 #endif
-  std::printf("  W1:       1 thread, --benchmark_repetitions of --benchmark_min_time per "
-              "subject and op (defaults 15 and 0.05 s), randomly interleaved\n");
+  std::printf("  W1:       1 thread, %" PRIu64 " repetitions of %.3g s per subject and op, "
+              "randomly interleaved\n",
+              g_settings.w1_reps, g_settings.w1_min_time);
   std::printf("  Threads:  W1 on 1, 2 and 4 threads, %d repetitions of %.3g s\n",
               g_settings.mt_reps, g_settings.mt_min_time);
   std::printf("  Scale:    %" PRIu64 " keys, %d passes each\n\n", g_settings.scale_keys,
@@ -838,20 +841,24 @@ bool parse_own_flags(std::vector<char*>& args) {
   return true;
 }
 
-/// Caps the runs on threads by the --benchmark_repetitions and
-/// --benchmark_min_time in force (the last of each in `args` wins, as in
-/// Google Benchmark), unless --mt_reps / --mt_min_time were given.
+/// Notes the --benchmark_repetitions and --benchmark_min_time in force (the
+/// last of each in `args` wins, as in Google Benchmark) and caps the runs on
+/// threads by them, unless --mt_reps / --mt_min_time were given.
 void cap_mt_runs(const std::vector<char*>& args) {
   for (const char* a : args) {
     const std::string_view s(a);
     std::uint64_t n = 0;
     double t = 0;
-    if (s.rfind("--benchmark_repetitions=", 0) == 0 && !g_settings.mt_reps_given &&
+    if (s.rfind("--benchmark_repetitions=", 0) == 0 &&
         parse_u64(a + std::strlen("--benchmark_repetitions="), n) && n > 0) {
-      g_settings.mt_reps = static_cast<int>(std::min<std::uint64_t>(n, kMtRepsDefault));
-    } else if (s.rfind("--benchmark_min_time=", 0) == 0 && !g_settings.mt_min_time_given &&
+      g_settings.w1_reps = n;
+      if (!g_settings.mt_reps_given) {
+        g_settings.mt_reps = static_cast<int>(std::min<std::uint64_t>(n, kMtRepsDefault));
+      }
+    } else if (s.rfind("--benchmark_min_time=", 0) == 0 &&
                parse_seconds(a + std::strlen("--benchmark_min_time="), t)) {
-      g_settings.mt_min_time = std::min(t, kMtMinTimeDefault);
+      g_settings.w1_min_time = t;
+      if (!g_settings.mt_min_time_given) g_settings.mt_min_time = std::min(t, kMtMinTimeDefault);
     }
   }
 }
@@ -1242,6 +1249,7 @@ class Report {
       }
     }
     for (const Shape shape : kShapes) {
+      take(rep_.samples(scale_name(shape, offheap())), "allocs/op_write_fresh");
       take(rep_.samples(scale_name(shape, offheap())), "allocs/op_write");
       take(rep_.samples(scale_name(shape, offheap())), "allocs/op_read");
     }

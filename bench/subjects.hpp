@@ -8,7 +8,7 @@
 // CMake found it (OFFHEAP_BENCH_HAVE_<NAME>).
 //
 // A subject S:
-//   S::kName, S::kShortName     its name in benchmark names, its column header
+//   S::kName                    its name in benchmark names and tables
 //   S::kThreadSafe              may several threads put and get at once
 //   S::describe()               its configuration: library, version, options,
 //                               lookup and write forms
@@ -52,7 +52,6 @@ struct NoSession {
 class StoreSubject {
  public:
   static constexpr const char* kName = "offheap::Store";
-  static constexpr const char* kShortName = "offheap";
   static constexpr bool kThreadSafe = true;
   using Session = NoSession<StoreSubject>;
 
@@ -91,7 +90,6 @@ class StoreSubject {
 class AbslSubject {
  public:
   static constexpr const char* kName = "absl::flat_hash_map";
-  static constexpr const char* kShortName = "absl";
   static constexpr bool kThreadSafe = false;
   using Session = NoSession<AbslSubject>;
 

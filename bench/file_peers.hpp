@@ -20,7 +20,7 @@
 //            fills). get: each thread keeps one read-only transaction, reset
 //            between gets and renewed for each, as LMDB's documentation
 //            recommends for short reads; put: one write transaction per put
-//            (a key-value put is durable on its own), committed.
+//            (a key-value put stands on its own), committed.
 //   RocksDB  Options::OptimizeForPointLookup (block-based tables with a
 //            hash index in data blocks, a 10-bit bloom filter, whole-key
 //            filtering in the memtable, an LRU block cache of
@@ -38,9 +38,10 @@
 //   Tkrzw    HashDBM on its default file class (MemoryMapParallelFile),
 //            in-place updates, num_buckets = the expected entries when
 //            pre-sized, else its default (1,048,583; HashDBM does not grow
-//            its bucket array by itself). No sync is ever asked for. HashDBM
-//            is thread-safe (per-bucket locks), so threads share it directly
-//            (ShardDBM is for spreading one database over several files).
+//            its bucket array by itself). No sync is ever asked for. Every
+//            HashDBM operation is thread-safe (its documentation), so threads
+//            share it directly (ShardDBM spreads one database over several
+//            files, which a map of this size has no use for).
 //            get: Get(string_view, &out); put: Set(string_view, string_view).
 #pragma once
 

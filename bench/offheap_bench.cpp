@@ -1,68 +1,63 @@
 // SPDX-License-Identifier: Apache-2.0
-// offheap_bench: offheap::Store side by side with
-// absl::flat_hash_map<std::string, std::string> on one thread, and with
-// libcuckoo::cuckoohash_map and tbb::concurrent_hash_map (concurrent_peers.hpp)
-// on several, in one binary.
-//
-// Three phases, run one after the other:
+// offheap_bench: offheap::Store side by side with every peer that CMake
+// found, each used as a user who chose it would use it (subjects.hpp,
+// concurrent_peers.hpp, file_peers.hpp): absl::flat_hash_map, libcuckoo,
+// tbb::concurrent_hash_map, LMDB, RocksDB and Tkrzw's HashDBM (the last three
+// with files on tmpfs and no syncs). One binary, three phases:
 //
 //   W1, the "RED OHC" shape: 16-byte keys, 64-byte values, 24,000 entries,
-//   one thread; get (copy into a reused std::string), put (overwrite of an
-//   existing key) and mixed (90% get / 10% put). Keys are drawn uniformly at
-//   random from a stream precomputed before timing. Run as many short
-//   repetitions, randomly interleaved across subjects, so that both subjects
-//   see the same swings of a shared, noisy machine; the summary quotes
-//   medians and the ratio of medians.
+//   every subject pre-sized for them, one thread; get (copy into a reused
+//   std::string), put (overwrite of an existing key) and mixed (90% get /
+//   10% put). Keys are drawn uniformly at random from a stream precomputed
+//   before timing. Many short repetitions, randomly interleaved across
+//   subjects, so that all see the same swings of a shared, noisy machine;
+//   the summary quotes medians and ratios of medians. Wall-clock time: a
+//   subject's background threads (RocksDB's flushes, offheap's maintenance)
+//   work on the time they take from it.
 //
 //   W1 on threads: the same three operations on one subject shared by 1, 2
-//   and 4 threads (offheap::Store, and the concurrent peers that were found),
-//   built fresh for each run before its threads start; thread t of T walks
-//   positions t, t + T, t + 2T, ... of the same streams. Timed in wall-clock
-//   time: all threads' operations over the time between the start and the
-//   stop barrier; beside it, the cores the run kept busy (its threads' CPU
-//   time / wall time: how much of a shared machine it got, which bounds its
-//   scaling) and operations per CPU second (what an operation costs under
-//   contention, spinning included). With them, in the same interleaved
-//   phase, the epoch fence choice (detail/epoch.hpp): W1 get on 1 and 2
-//   threads and a bare EpochGuard, each under FenceMode::symmetric and
-//   ::asymmetric, set between runs while no benchmark thread exists. Fewer,
-//   equally short repetitions (--mt_reps, --mt_min_time).
+//   and 4 threads (every thread-safe subject), built fresh and filled for
+//   each run before its threads start; thread t of T walks positions t,
+//   t + T, t + 2T, ... of the same streams. Timed in wall-clock time: all
+//   threads' operations over the time between the start and the stop
+//   barrier; beside it, the cores the run kept busy (its threads' CPU time /
+//   wall time: how much of a shared machine it got) and operations per CPU
+//   second (what an operation costs under contention, spinning included).
+//   Fewer, equally short repetitions (--mt_reps, --mt_min_time).
 //
-//   Scale, the NoHeapDB shape: N keys (default 2,000,000; --scale_keys=N),
+//   Scale, the NoHeapDB shape: N keys (default 10,000,000; --scale_keys=N),
 //   short decimal keys ("1234567") and 36-character UUID keys, 8-byte
-//   values. Write rate (all N into a fresh store, and into one pre-sized for
-//   N), read rate (all N in random order, every value checked). Each
-//   measurement is one pass over the N keys (one iteration); the passes are
-//   repeated only a few times (--scale_reps, default 3), interleaved, and the
-//   summary quotes the median: a single pass on a shared machine can be off
-//   by 2x.
+//   values, one thread. One pass of a subject and key shape: all N keys into
+//   a fresh subject (not pre-sized), then all N into one pre-sized for N, then
+//   all N read back in random order from that pre-sized one (every value
+//   checked): three passes, each timed on its own (wall clock). The same
+//   table layout for every subject's reads: all filled the same way, all
+//   pre-sized. Repeated a few times (--scale_reps, default 3), interleaved
+//   with the other subjects; the summary quotes medians.
 //
 // Also reported: heap allocations per operation over the timed loop (the
 // binary counts every malloc and operator new, alloc_counter.hpp; per thread
-// on threads) and memory per entry (see Footprint below for exactly what is
-// counted). Gets on threads check that every value read is one whole value
-// that was written (no torn reads).
+// on threads) and memory per entry, measured for every subject the same way
+// from the process's resident memory plus its files (memory.hpp). Gets check
+// that every value read is one whole value that was written (W1: every 8th,
+// for every subject alike; scale: every one); a wrong value fails the run.
 //
-// The trade-off: everything is in-memory, on the W1 working set of a few
-// megabytes; this measures the per-operation path (hash, index probe, record
-// copy) and how it shares a small machine between threads, not large-scale
-// scaling: on 2 hardware threads, 4 threads oversubscribe the cores.
+// The trade-off: the W1 working set is a few megabytes; W1 measures the
+// per-operation path (hash, index probe, record copy) and how it shares a
+// small machine between threads, not large-scale scaling: on 2 hardware
+// threads, 4 threads oversubscribe the cores. The scale phase is where
+// memory misses and memory per entry show.
 #include "concurrent_peers.hpp"
+#include "file_peers.hpp"
+#include "memory.hpp"
+#include "scratch_dir.hpp"
+#include "subjects.hpp"
 #include "summary.hpp"
 #include "workload.hpp"
 
 #include <offheap/offheap.hpp>
 
 #include <benchmark/benchmark.h>
-
-#if defined(OFFHEAP_BENCH_HAVE_ABSL)
-#include <absl/base/config.h>
-#include <absl/container/flat_hash_map.h>
-#endif
-
-#if defined(OFFHEAP_BENCH_HAVE_CUCKOO) && !defined(OFFHEAP_BENCH_CUCKOO_VERSION)
-#define OFFHEAP_BENCH_CUCKOO_VERSION "(version unknown)"
-#endif
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -76,7 +71,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -84,7 +78,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -100,9 +93,10 @@ namespace {
 constexpr std::uint64_t kW1Entries = 24'000;
 constexpr std::size_t kW1KeyBytes = 16;
 constexpr std::size_t kW1ValueBytes = 64;
-constexpr unsigned kW1StreamLog2 = 20;      // 1 Mi precomputed key indices per stream
-constexpr unsigned kW1PutPerMille = 100;    // mixed: 10% puts
+constexpr unsigned kW1StreamLog2 = 20;       // 1 Mi precomputed key indices per stream
+constexpr unsigned kW1PutPerMille = 100;     // mixed: 10% puts
 constexpr std::size_t kW1ValueVariants = 8;  // puts rotate through these values
+constexpr std::uint64_t kCheckEvery = 8;     // W1 gets: check one in 8 whole (power of 2)
 
 constexpr const char* kDefaultFlags[] = {
     "--benchmark_repetitions=15",
@@ -116,148 +110,95 @@ constexpr const char* kDefaultFlags[] = {
 constexpr int kMtRepsDefault = 9;
 constexpr double kMtMinTimeDefault = 0.05;
 constexpr int kMtThreadCounts[] = {1, 2, 4};
-constexpr int kFenceThreadCounts[] = {1, 2};
-constexpr std::uint64_t kMtCheckEvery = 8;  // gets on threads: check one in 8 (power of 2)
+
+constexpr std::uint64_t kScaleKeysDefault = 10'000'000;
+// The issue's targets are stated for this many keys.
+constexpr std::uint64_t kScaleTargetKeys = 10'000'000;
 
 struct Settings {
-  std::uint64_t scale_keys = 2'000'000;
-  bool scale_absl = true;
+  std::uint64_t scale_keys = kScaleKeysDefault;
   int scale_reps = 3;
   int mt_reps = kMtRepsDefault;
   double mt_min_time = kMtMinTimeDefault;
   bool mt_reps_given = false;  // --mt_reps / --mt_min_time: taken as given, no cap
   bool mt_min_time_given = false;
+  std::uint64_t w1_reps = 0;  // the --benchmark_repetitions and _min_time in force
+  double w1_min_time = 0;
 };
 Settings g_settings;
 std::uint64_t g_wrong_values = 0;  // scale reads that returned a wrong value or none
 
-// ---- memory per entry ----------------------------------------------------------
-
-/// Memory per entry after filling a subject with N entries.
-///
-/// offheap::Store:
-///   bytes     = Stats::mapped_bytes / N: everything the store maps and
-///               reports (journal chunks, including the unused tail of the
-///               newest one, the index table, the free-list table, the
-///               per-thread read-counter lines). Virtual size: a page costs
-///               memory only once touched.
-///   overhead  = (journal_bytes + index_capacity * 9 + fixed) / N
-///               - (key + value bytes per entry, 80 for W1), where
-///               journal_bytes = bytes of records written (24-byte header,
-///               key, value, padding to 8; free records count too),
-///               index_capacity * 9 = one control byte and one 8-byte
-///               location per index slot, and fixed = the shards' free-list
-///               tables and the read-counter lines (Stats::mapped_bytes of
-///               an empty store minus its shards' one-page index tables).
-///               The first 256 entries of each shard's chunk table live in
-///               the Shard object (heap, counted below).
-///   heap      = process heap bytes after filling minus before creating, / N.
-///
-/// absl::flat_hash_map<std::string, std::string>:
-///   bytes     = heap bytes after filling minus before creating, / N: the
-///               slot array (two std::string per slot), control bytes, and
-///               the heap blocks of keys and values too long for the string's
-///               inline buffer (15 chars in libstdc++), each block counted as
-///               malloc_usable_size + 8.
-///   overhead  = bytes - (key + value bytes per entry).
-///   heap      = bytes.
-struct Footprint {
-  double bytes = 0;
-  double overhead = 0;
-  double heap = 0;
-};
-
-std::uint64_t store_fixed_table_bytes() {
-  static const std::uint64_t fixed = [] {
-    const offheap::Store empty;
-    const offheap::Stats s = empty.stats();
-    return s.mapped_bytes - s.shards * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  }();
-  return fixed;
-}
-
-void set_footprint_counters(benchmark::State& state, const Footprint& f) {
-  state.counters["bytes/entry"] = f.bytes;
-  state.counters["overhead/entry"] = f.overhead;
-  state.counters["heap/entry"] = f.heap;
-}
-
 // ---- subjects -------------------------------------------------------------------
-//
-// A subject: constructible from an expected entry count (0: none given),
-// put(key, value), get(key, out) -> bool, footprint(heap_delta).
 
-class StoreSubject {
- public:
-  static constexpr const char* kName = "offheap::Store";
-  static constexpr const char* kShortName = "offheap";
-
-  explicit StoreSubject(std::uint64_t expected_entries) : store_(options(expected_entries)) {}
-
-  void put(std::string_view key, std::string_view value) { store_.put(key, value); }
-  bool get(std::string_view key, std::string& out) const { return store_.get(key, out); }
-  /// After a fill, untimed: frees the index tables growth replaced.
-  void settle() { store_.maintain(); }
-  /// On threads: the key as the subject takes it (a view, no copy).
-  static std::string_view key(std::string_view k, std::string& /*scratch*/) noexcept { return k; }
-
-  Footprint footprint(std::int64_t heap_delta) const {
-    const offheap::Stats s = store_.stats();
-    const auto n = static_cast<double>(s.records);
-    const std::uint64_t counted = s.journal_bytes + s.index_capacity * 9 + store_fixed_table_bytes();
-    Footprint f;
-    f.bytes = static_cast<double>(s.mapped_bytes) / n;
-    f.overhead = (static_cast<double>(counted) - static_cast<double>(s.key_value_bytes)) / n;
-    f.heap = static_cast<double>(heap_delta) / n;
-    return f;
-  }
-
- private:
-  static offheap::Options options(std::uint64_t expected_entries) {
-    offheap::Options o;
-    o.expected_entries = expected_entries;
-    return o;
-  }
-  offheap::Store store_;
-};
-
+/// Every subject compiled in, in the order of the tables.
+template <class Fn>
+void for_each_subject(Fn&& fn) {
+  fn.template operator()<StoreSubject>();
 #if defined(OFFHEAP_BENCH_HAVE_ABSL)
-class AbslSubject {
- public:
-  static constexpr const char* kName = "absl::flat_hash_map";
-
-  explicit AbslSubject(std::uint64_t expected_entries) {
-    if (expected_entries != 0) map_.reserve(expected_entries);
-  }
-
-  /// Find-or-insert, then assign the value (reuses the value's capacity).
-  void put(std::string_view key, std::string_view value) {
-    const auto r = map_.try_emplace(absl::string_view(key.data(), key.size()));
-    r.first->second.assign(value.data(), value.size());
-  }
-  /// Find, then copy the value into out (the same work as Store::get).
-  bool get(std::string_view key, std::string& out) const {
-    const auto it = map_.find(absl::string_view(key.data(), key.size()));
-    if (it == map_.end()) return false;
-    out.assign(it->second.data(), it->second.size());
-    return true;
-  }
-
-  Footprint footprint(std::int64_t heap_delta) const {
-    const auto n = static_cast<double>(map_.size());
-    std::uint64_t kv = 0;
-    for (const auto& [k, v] : map_) kv += k.size() + v.size();
-    Footprint f;
-    f.bytes = static_cast<double>(heap_delta) / n;
-    f.overhead = (static_cast<double>(heap_delta) - static_cast<double>(kv)) / n;
-    f.heap = f.bytes;
-    return f;
-  }
-
- private:
-  absl::flat_hash_map<std::string, std::string> map_;
-};
+  fn.template operator()<AbslSubject>();
 #endif
+#if defined(OFFHEAP_BENCH_HAVE_CUCKOO)
+  fn.template operator()<CuckooSubject>();
+#endif
+#if defined(OFFHEAP_BENCH_HAVE_TBB)
+  fn.template operator()<TbbSubject>();
+#endif
+#if defined(OFFHEAP_BENCH_HAVE_LMDB)
+  fn.template operator()<LmdbSubject>();
+#endif
+#if defined(OFFHEAP_BENCH_HAVE_ROCKSDB)
+  fn.template operator()<RocksSubject>();
+#endif
+#if defined(OFFHEAP_BENCH_HAVE_TKRZW)
+  fn.template operator()<TkrzwSubject>();
+#endif
+}
+
+/// The subjects several threads may share.
+template <class Fn>
+void for_each_mt_subject(Fn&& fn) {
+  for_each_subject([&]<class S>() {
+    if constexpr (S::kThreadSafe) fn.template operator()<S>();
+  });
+}
+
+/// A subject's row in the summaries.
+struct Column {
+  std::string name;
+  bool thread_safe = false;
+};
+
+std::vector<Column> columns() {
+  std::vector<Column> c;
+  for_each_subject([&]<class S>() { c.push_back({S::kName, S::kThreadSafe}); });
+  return c;
+}
+
+/// The peers CMake did not find, for the platform lines.
+std::string missing_peers() {
+  std::string m;
+  const auto add = [&m](const char* what) { m += m.empty() ? what : std::string(", ") + what; };
+#if !defined(OFFHEAP_BENCH_HAVE_ABSL)
+  add("absl::flat_hash_map (libabsl-dev)");
+#endif
+#if !defined(OFFHEAP_BENCH_HAVE_CUCKOO)
+  add("libcuckoo (libcuckoo-dev)");
+#endif
+#if !defined(OFFHEAP_BENCH_HAVE_TBB)
+  add("tbb::concurrent_hash_map (libtbb-dev)");
+#endif
+#if !defined(OFFHEAP_BENCH_HAVE_LMDB)
+  add("LMDB (liblmdb-dev)");
+#endif
+#if !defined(OFFHEAP_BENCH_HAVE_ROCKSDB)
+  add("RocksDB (librocksdb-dev)");
+#endif
+#if !defined(OFFHEAP_BENCH_HAVE_TKRZW)
+  add("Tkrzw (libtkrzw-dev)");
+#endif
+  (void)add;
+  return m;
+}
 
 // ---- W1 -------------------------------------------------------------------------
 
@@ -273,123 +214,10 @@ const W1Inputs& w1_inputs() {
   return inputs;
 }
 
-/// One subject filled with the W1 entries, built on first use (untimed) and
-/// shared by all its W1 runs; `cursor` continues the key stream across runs.
-template <class S>
-struct W1Fixture {
-  std::int64_t heap_before = heap_bytes_in_use();
-  S subject{0};
-  Footprint footprint;
-  std::uint64_t cursor = 0;
-
-  W1Fixture() {
-    const W1Inputs& in = w1_inputs();
-    for (std::uint64_t i = 0; i < kW1Entries; ++i) {
-      subject.put(in.keys.key(i), in.values[i % kW1ValueVariants]);
-    }
-    footprint = subject.footprint(heap_bytes_in_use() - heap_before);
-    // A first get outside any timed loop: per-thread setup (offheap takes a
-    // thread number on a thread's first read) is not a per-operation cost.
-    std::string out;
-    subject.get(in.keys.key(0), out);
-  }
-};
-
-template <class S>
-W1Fixture<S>& w1_fixture() {
-  static W1Fixture<S> fixture;
-  return fixture;
-}
-
-template <class S>
-void finish_w1(benchmark::State& state, W1Fixture<S>& fx, std::uint64_t pos,
-               std::uint64_t allocs, std::uint64_t misses) {
-  fx.cursor = pos;
-  const auto iterations = static_cast<std::int64_t>(state.iterations());
-  state.SetItemsProcessed(iterations);
-  state.counters["allocs/op"] =
-      static_cast<double>(allocs) / static_cast<double>(iterations > 0 ? iterations : 1);
-  state.counters["wrong"] = static_cast<double>(misses);
-  set_footprint_counters(state, fx.footprint);
-  if (misses != 0) {
-    state.SkipWithError(("a get missed a key that is present (" + std::to_string(misses) +
-                         " times)").c_str());
-  }
-}
-
-template <class S>
-void BM_W1_Get(benchmark::State& state) {
-  const W1Inputs& in = w1_inputs();
-  W1Fixture<S>& fx = w1_fixture<S>();
-  std::string out(kW1ValueBytes, '\0');
-  std::uint64_t pos = fx.cursor, misses = 0;
-  const std::uint64_t allocs_before = allocation_count();
-  for (auto _ : state) {
-    misses += !fx.subject.get(in.keys.key(in.uniform.at(pos++)), out);
-    benchmark::DoNotOptimize(out.data());
-  }
-  finish_w1(state, fx, pos, allocation_count() - allocs_before, misses);
-}
-
-template <class S>
-void BM_W1_Put(benchmark::State& state) {
-  const W1Inputs& in = w1_inputs();
-  W1Fixture<S>& fx = w1_fixture<S>();
-  std::uint64_t pos = fx.cursor;
-  const std::uint64_t allocs_before = allocation_count();
-  for (auto _ : state) {
-    const std::uint64_t p = pos++;
-    fx.subject.put(in.keys.key(in.uniform.at(p)), in.values[p % kW1ValueVariants]);
-  }
-  finish_w1(state, fx, pos, allocation_count() - allocs_before, 0);
-}
-
-template <class S>
-void BM_W1_Mixed(benchmark::State& state) {
-  const W1Inputs& in = w1_inputs();
-  W1Fixture<S>& fx = w1_fixture<S>();
-  std::string out(kW1ValueBytes, '\0');
-  std::uint64_t pos = fx.cursor, misses = 0;
-  const std::uint64_t allocs_before = allocation_count();
-  for (auto _ : state) {
-    const std::uint64_t p = pos++;
-    const std::uint32_t e = in.mixed.at(p);
-    const std::string_view key = in.keys.key(e & ~IndexStream::kPutBit);
-    if (e & IndexStream::kPutBit) {
-      fx.subject.put(key, in.values[p % kW1ValueVariants]);
-    } else {
-      misses += !fx.subject.get(key, out);
-      benchmark::DoNotOptimize(out.data());
-    }
-  }
-  finish_w1(state, fx, pos, allocation_count() - allocs_before, misses);
-}
-
-constexpr const char* kW1Ops[] = {"Get", "Put", "Mixed"};
-
-std::string w1_name(const char* op, const char* subject) {
-  return std::string("BM_W1_") + op + "<" + subject + ">";
-}
-
-template <class S>
-void register_w1() {
-  benchmark::RegisterBenchmark(w1_name("Get", S::kName).c_str(), BM_W1_Get<S>);
-  benchmark::RegisterBenchmark(w1_name("Put", S::kName).c_str(), BM_W1_Put<S>);
-  benchmark::RegisterBenchmark(w1_name("Mixed", S::kName).c_str(), BM_W1_Mixed<S>);
-}
-
-// ---- W1 on threads ----------------------------------------------------------------
-//
-// One subject shared by all threads of a run. A subject here is safe for
-// concurrent put and get. Keys come from the flat W1 key buffer, as on one
-// thread; S::key(view, scratch) turns one into what the subject takes: the
-// view itself for offheap::Store, a copy in the thread's reused std::string
-// for the peers (concurrent_peers.hpp).
-
-/// Whether a value read while other threads overwrite it is one whole W1
-/// value: the right length, and its first and last words from the same one
-/// of the variants (their first bytes all differ). Applied to every 8th get
-/// of a thread, the same for every subject: a check on every get costs a few
+/// Whether a value read (while other threads may overwrite it) is one whole
+/// W1 value: the right length, and its first and last words from the same
+/// one of the variants (their first bytes all differ). Applied to every 8th
+/// get, the same for every subject: a check on every get costs a few
 /// nanoseconds, a fair share of a W1 get.
 class WholeValueCheck {
  public:
@@ -426,22 +254,177 @@ const WholeValueCheck& whole_value_check() {
   return check;
 }
 
-/// The epoch fence mode a run sets up: the process default (asymmetric where
-/// the kernel has membarrier), or one of the two forced.
-enum class Fence { process_default, symmetric, asymmetric };
-offheap::detail::FenceMode g_default_fence = offheap::detail::FenceMode::symmetric;
-
-const char* fence_name(Fence f) { return f == Fence::symmetric ? "symmetric" : "asymmetric"; }
-
-/// Requires: no thread inside an epoch guard (Setup runs before a run's
-/// threads start, and each run's threads are joined before the next Setup).
-void apply_fence(Fence f) {
-  using offheap::detail::FenceMode;
-  const FenceMode m = f == Fence::process_default ? g_default_fence
-                      : f == Fence::symmetric     ? FenceMode::symmetric
-                                                  : FenceMode::asymmetric;
-  offheap::detail::EpochDomain::instance().set_mode(m);
+/// Puts the W1 entries into a fresh subject (untimed), then settles it.
+template <class S>
+void fill_w1(S& subject, typename S::Session& session) {
+  const W1Inputs& in = w1_inputs();
+  for (std::uint64_t i = 0; i < kW1Entries; ++i) {
+    subject.put(session, in.keys.key(i), in.values[i % kW1ValueVariants]);
+  }
+  subject.settle();
 }
+
+/// One subject filled with the W1 entries, built on first use (untimed) and
+/// shared by all its W1 runs on one thread; `cursor` continues the key
+/// stream across runs. Freed when the phase ends (release_w1_fixtures).
+template <class S>
+struct W1Fixture {
+  std::unique_ptr<S> subject;
+  std::unique_ptr<typename S::Session> session;  // declared after: goes first
+  Footprint footprint;
+  std::uint64_t cursor = 0;
+
+  W1Fixture() {
+    const FootprintProbe probe(heap_bytes_in_use());
+    subject = std::make_unique<S>(kW1Entries);
+    session = std::make_unique<typename S::Session>(*subject);
+    fill_w1(*subject, *session);
+    footprint = probe.finish(subject->files(), kW1Entries,
+                             kW1Entries * (kW1KeyBytes + kW1ValueBytes), heap_bytes_in_use());
+    // A first get outside any timed loop: per-thread setup is not a
+    // per-operation cost.
+    std::string out;
+    subject->get(*session, w1_inputs().keys.key(0), out);
+  }
+};
+
+std::vector<void (*)()>& w1_releasers() {
+  static std::vector<void (*)()> r;
+  return r;
+}
+
+template <class S>
+std::unique_ptr<W1Fixture<S>>& w1_slot() {
+  static std::unique_ptr<W1Fixture<S>> fixture;
+  return fixture;
+}
+
+template <class S>
+W1Fixture<S>& w1_fixture() {
+  std::unique_ptr<W1Fixture<S>>& slot = w1_slot<S>();
+  if (!slot) {
+    slot = std::make_unique<W1Fixture<S>>();
+    w1_releasers().push_back([] { w1_slot<S>().reset(); });
+  }
+  return *slot;
+}
+
+void release_w1_fixtures() {
+  for (const auto release : w1_releasers()) release();
+  w1_releasers().clear();
+}
+
+void set_footprint_counters(benchmark::State& state, const Footprint& f, const char* suffix = "") {
+  const std::string s(suffix);
+  state.counters["bytes/entry" + s] = f.bytes;
+  state.counters["beyond/entry" + s] = f.beyond;
+  state.counters["anon/entry" + s] = f.anon;
+  state.counters["files/entry" + s] = f.files;
+  state.counters["heap/entry" + s] = f.heap;
+}
+
+template <class S>
+void finish_w1(benchmark::State& state, W1Fixture<S>& fx, std::uint64_t pos,
+               std::uint64_t allocs, std::uint64_t wrong) {
+  fx.cursor = pos;
+  const auto iterations = static_cast<std::int64_t>(state.iterations());
+  state.SetItemsProcessed(iterations);
+  state.counters["allocs/op"] =
+      static_cast<double>(allocs) / static_cast<double>(iterations > 0 ? iterations : 1);
+  state.counters["wrong"] = static_cast<double>(wrong);
+  set_footprint_counters(state, fx.footprint);
+  if (wrong != 0) {
+    state.SkipWithError(("a get missed a present key or read a wrong value (" +
+                         std::to_string(wrong) + " times)").c_str());
+  }
+}
+
+/// Whether a W1 get at stream position `p` went wrong: a miss, or (every 8th)
+/// a value that is not one of those written.
+inline bool w1_wrong(bool hit, std::uint64_t p, const std::string& out,
+                     const WholeValueCheck& check) {
+  return !hit || ((p & (kCheckEvery - 1)) == 0 && !check.whole(out));
+}
+
+template <class S>
+void BM_W1_Get(benchmark::State& state) {
+  const W1Inputs& in = w1_inputs();
+  const WholeValueCheck& check = whole_value_check();
+  W1Fixture<S>& fx = w1_fixture<S>();
+  S& subject = *fx.subject;
+  std::string out(kW1ValueBytes, '\0');
+  std::uint64_t pos = fx.cursor, wrong = 0;
+  const std::uint64_t allocs_before = allocation_count();
+  for (auto _ : state) {
+    const std::uint64_t p = pos++;
+    wrong += w1_wrong(subject.get(*fx.session, in.keys.key(in.uniform.at(p)), out), p, out, check);
+  }
+  finish_w1(state, fx, pos, allocation_count() - allocs_before, wrong);
+}
+
+template <class S>
+void BM_W1_Put(benchmark::State& state) {
+  const W1Inputs& in = w1_inputs();
+  W1Fixture<S>& fx = w1_fixture<S>();
+  S& subject = *fx.subject;
+  std::uint64_t pos = fx.cursor;
+  const std::uint64_t allocs_before = allocation_count();
+  for (auto _ : state) {
+    const std::uint64_t p = pos++;
+    subject.put(*fx.session, in.keys.key(in.uniform.at(p)), in.values[p % kW1ValueVariants]);
+  }
+  finish_w1(state, fx, pos, allocation_count() - allocs_before, 0);
+}
+
+template <class S>
+void BM_W1_Mixed(benchmark::State& state) {
+  const W1Inputs& in = w1_inputs();
+  const WholeValueCheck& check = whole_value_check();
+  W1Fixture<S>& fx = w1_fixture<S>();
+  S& subject = *fx.subject;
+  std::string out(kW1ValueBytes, '\0');
+  std::uint64_t pos = fx.cursor, wrong = 0;
+  const std::uint64_t allocs_before = allocation_count();
+  for (auto _ : state) {
+    const std::uint64_t p = pos++;
+    const std::uint32_t e = in.mixed.at(p);
+    const std::string_view key = in.keys.key(e & ~IndexStream::kPutBit);
+    if (e & IndexStream::kPutBit) {
+      subject.put(*fx.session, key, in.values[p % kW1ValueVariants]);
+    } else {
+      wrong += w1_wrong(subject.get(*fx.session, key, out), p, out, check);
+    }
+  }
+  finish_w1(state, fx, pos, allocation_count() - allocs_before, wrong);
+}
+
+enum class Op { get, put, mixed };
+constexpr Op kOps[] = {Op::get, Op::put, Op::mixed};
+const char* op_name(Op op) {
+  return op == Op::get ? "Get" : op == Op::put ? "Put" : "Mixed";
+}
+/// The op's name in the summaries (the issue's "90/10" for mixed).
+const char* op_label(Op op) { return op == Op::get ? "get" : op == Op::put ? "put" : "90/10"; }
+
+std::string w1_name(Op op, const std::string& subject) {
+  return std::string("BM_W1_") + op_name(op) + "<" + subject + ">";
+}
+
+template <class S>
+void register_w1() {
+  const auto reg = [](Op op, void (*fn)(benchmark::State&)) {
+    benchmark::RegisterBenchmark(w1_name(op, S::kName).c_str(), fn)->UseRealTime();
+  };
+  reg(Op::get, BM_W1_Get<S>);
+  reg(Op::put, BM_W1_Put<S>);
+  reg(Op::mixed, BM_W1_Mixed<S>);
+}
+
+// ---- W1 on threads ----------------------------------------------------------------
+//
+// One subject shared by all threads of a run; each thread keeps its own
+// session (LMDB's read transaction, RocksDB's PinnableSlice). Keys come from
+// the flat W1 key buffer, as on one thread, and go to the subject as views.
 
 /// The subject of the run in progress; one run at a time.
 template <class S>
@@ -450,32 +433,22 @@ std::unique_ptr<S>& shared_subject() {
   return subject;
 }
 
-/// Setup of a run on threads: the fence mode, then a fresh subject filled
-/// with the W1 entries (untimed, on the main thread, before the run's
-/// threads start).
-template <class S, Fence F>
+/// Setup of a run on threads: a fresh subject, pre-sized, filled with the W1
+/// entries (untimed, on the main thread, before the run's threads start).
+template <class S>
 void mt_setup(const benchmark::State&) {
-  apply_fence(F);
-  const W1Inputs& in = w1_inputs();
   whole_value_check();
   std::unique_ptr<S>& subject = shared_subject<S>();
   subject.reset();
-  subject = std::make_unique<S>(0);
-  std::string scratch;
-  for (std::uint64_t i = 0; i < kW1Entries; ++i) {
-    subject->put(S::key(in.keys.key(i), scratch), in.values[i % kW1ValueVariants]);
-  }
-  subject->settle();
+  subject = std::make_unique<S>(kW1Entries);
+  typename S::Session session(*subject);
+  fill_w1(*subject, session);
 }
 
 template <class S>
 void mt_teardown(const benchmark::State&) {
   shared_subject<S>().reset();
 }
-
-enum class MtOp { get, put, mixed };
-constexpr MtOp kMtOps[] = {MtOp::get, MtOp::put, MtOp::mixed};
-const char* op_name(MtOp op) { return kW1Ops[static_cast<int>(op)]; }
 
 /// One thread's share of a W1 run on the shared subject. Thread t of T takes
 /// stream positions t, t + T, t + 2T, ...: the threads' slices interleave
@@ -485,24 +458,23 @@ const char* op_name(MtOp op) { return kW1Ops[static_cast<int>(op)]; }
 /// so thread 0's span covers every thread's operations ("wall_Mops").
 /// Google Benchmark's own items_per_second divides by the threads' average
 /// loop time instead, which flatters a run whose threads finish unevenly.
-template <class S, MtOp Op>
+template <class S, Op O>
 void BM_W1MT(benchmark::State& state) {
   const W1Inputs& in = w1_inputs();
   const KeySet& keys = in.keys;
   const WholeValueCheck& check = whole_value_check();
-  const IndexStream& stream = Op == MtOp::mixed ? in.mixed : in.uniform;
+  const IndexStream& stream = O == Op::mixed ? in.mixed : in.uniform;
   S& subject = *shared_subject<S>();
+  typename S::Session session(subject);
   const auto step = static_cast<std::uint64_t>(state.threads());
   auto pos = static_cast<std::uint64_t>(state.thread_index());
   std::string out(kW1ValueBytes, '\0');
-  std::string scratch(kW1KeyBytes, '\0');
-  // Untimed: a thread's first read of a store takes its thread number (one
-  // allocation per thread, not per operation).
-  subject.get(S::key(keys.key(0), scratch), out);
+  // Untimed: a thread's first read (offheap takes a thread number then).
+  subject.get(session, keys.key(0), out);
   std::uint64_t wrong = 0, gets = 0;
   const auto get = [&](std::string_view key) {
-    const bool hit = subject.get(S::key(key, scratch), out);
-    wrong += !hit || ((gets++ & (kMtCheckEvery - 1)) == 0 && !check.whole(out));
+    const bool hit = subject.get(session, key, out);
+    wrong += w1_wrong(hit, gets++, out, check);
   };
   const std::uint64_t allocs_before = thread_allocation_count();
 
@@ -511,15 +483,15 @@ void BM_W1MT(benchmark::State& state) {
   for (const auto end = state.end(); it != end; ++it) {
     const std::uint64_t p = pos;
     pos += step;
-    if constexpr (Op == MtOp::get) {
+    if constexpr (O == Op::get) {
       get(keys.key(stream.at(p)));
-    } else if constexpr (Op == MtOp::put) {
-      subject.put(S::key(keys.key(stream.at(p)), scratch), in.values[p % kW1ValueVariants]);
+    } else if constexpr (O == Op::put) {
+      subject.put(session, keys.key(stream.at(p)), in.values[p % kW1ValueVariants]);
     } else {
       const std::uint32_t e = stream.at(p);
       const std::string_view key = keys.key(e & ~IndexStream::kPutBit);
       if (e & IndexStream::kPutBit) {
-        subject.put(S::key(key, scratch), in.values[p % kW1ValueVariants]);
+        subject.put(session, key, in.values[p % kW1ValueVariants]);
       } else {
         get(key);
       }
@@ -543,28 +515,8 @@ void BM_W1MT(benchmark::State& state) {
   }
 }
 
-/// A bare reader critical section, as every store read opens one.
-void BM_Epoch_Guard(benchmark::State& state) {
-  offheap::detail::EpochDomain& domain = offheap::detail::EpochDomain::instance();
-  offheap::detail::ThreadNumbers::current();  // untimed: the thread's number
-  for (auto _ : state) {
-    const offheap::detail::EpochGuard guard(domain, offheap::detail::ThreadNumbers::current());
-    benchmark::DoNotOptimize(&guard);
-  }
-  state.SetItemsProcessed(state.iterations());
-}
-
-template <Fence F>
-void fence_setup(const benchmark::State&) {
-  apply_fence(F);
-}
-
-std::string mt_name(MtOp op, const char* subject) {
+std::string mt_name(Op op, const std::string& subject) {
   return std::string("BM_W1MT_") + op_name(op) + "<" + subject + ">";
-}
-std::string fence_get_name(Fence f) { return std::string("BM_Epoch_Get<") + fence_name(f) + ">"; }
-std::string fence_guard_name(Fence f) {
-  return std::string("BM_Epoch_Guard<") + fence_name(f) + ">";
 }
 /// The name SummaryReporter keeps a run on `threads` threads under.
 std::string with_threads(const std::string& name, int threads) {
@@ -577,48 +529,21 @@ struct MtRuns {
   double min_time;
 };
 
-/// Wall-clock time (what matters is the threads' joint throughput), the
-/// runs' repetitions and seconds, one instance per thread count.
-void on_threads(benchmark::internal::Benchmark* b, const MtRuns& runs,
-                std::initializer_list<int> thread_counts) {
-  b->UseRealTime()->Repetitions(runs.reps)->MinTime(runs.min_time);
-  for (const int n : thread_counts) b->Threads(n);
-}
-
-template <class S, MtOp Op>
+template <class S, Op O>
 void register_mt_op(const MtRuns& runs) {
   benchmark::internal::Benchmark* b =
-      benchmark::RegisterBenchmark(mt_name(Op, S::kName).c_str(), BM_W1MT<S, Op>);
-  b->Setup(mt_setup<S, Fence::process_default>)->Teardown(mt_teardown<S>);
-  on_threads(b, runs, {kMtThreadCounts[0], kMtThreadCounts[1], kMtThreadCounts[2]});
+      benchmark::RegisterBenchmark(mt_name(O, S::kName).c_str(), BM_W1MT<S, O>);
+  // Wall-clock time (what matters is the threads' joint throughput).
+  b->Setup(mt_setup<S>)->Teardown(mt_teardown<S>);
+  b->UseRealTime()->Repetitions(runs.reps)->MinTime(runs.min_time);
+  for (const int n : kMtThreadCounts) b->Threads(n);
 }
 
 template <class S>
 void register_mt(const MtRuns& runs) {
-  register_mt_op<S, MtOp::get>(runs);
-  register_mt_op<S, MtOp::put>(runs);
-  register_mt_op<S, MtOp::mixed>(runs);
-}
-
-/// The fence modes measured: both where the kernel has membarrier, else
-/// only symmetric (set_mode would fall back to it anyway).
-std::vector<Fence> fences_measured() {
-  if (offheap::detail::EpochDomain::instance().asymmetric_available()) {
-    return {Fence::symmetric, Fence::asymmetric};
-  }
-  return {Fence::symmetric};
-}
-
-template <Fence F>
-void register_fence(const MtRuns& runs) {
-  benchmark::internal::Benchmark* get = benchmark::RegisterBenchmark(
-      fence_get_name(F).c_str(), BM_W1MT<StoreSubject, MtOp::get>);
-  get->Setup(mt_setup<StoreSubject, F>)->Teardown(mt_teardown<StoreSubject>);
-  on_threads(get, runs, {kFenceThreadCounts[0], kFenceThreadCounts[1]});
-  benchmark::RegisterBenchmark(fence_guard_name(F).c_str(), BM_Epoch_Guard)
-      ->Setup(fence_setup<F>)
-      ->Repetitions(runs.reps)
-      ->MinTime(runs.min_time);
+  register_mt_op<S, Op::get>(runs);
+  register_mt_op<S, Op::put>(runs);
+  register_mt_op<S, Op::mixed>(runs);
 }
 
 // ---- scale ----------------------------------------------------------------------
@@ -626,6 +551,9 @@ void register_fence(const MtRuns& runs) {
 enum class Shape { decimal, uuid };
 constexpr Shape kShapes[] = {Shape::decimal, Shape::uuid};
 const char* shape_name(Shape s) { return s == Shape::decimal ? "decimal" : "uuid"; }
+const char* shape_label(Shape s) {
+  return s == Shape::decimal ? "decimal keys" : "36-char UUID keys";
+}
 
 const KeySet& scale_keys(Shape shape) {
   static std::optional<KeySet> decimal, uuid;
@@ -643,131 +571,107 @@ const std::vector<std::uint32_t>& scale_read_order() {
   return order;
 }
 
-/// The one filled subject kept between scale runs, so a read run can reuse
-/// what a write run built; at most one lives at a time (N can be large).
-struct FilledSubject {
-  std::string id;
-  std::shared_ptr<void> subject;
-  Footprint footprint;
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// One timed pass: its seconds and the allocations it made.
+struct Pass {
+  double seconds = 0;
+  std::uint64_t allocs = 0;
 };
-FilledSubject& filled() {
-  static FilledSubject f;
-  return f;
-}
 
+/// Puts all of `keys` (value: the key's index), timed.
 template <class S>
-std::string filled_id(Shape shape) {
-  return std::string(S::kName) + "/" + shape_name(shape);
-}
-
-template <class S>
-void fill(S& subject, const KeySet& keys) {
+Pass fill_scale(S& subject, typename S::Session& session, const KeySet& keys) {
   char buf[8];
-  for (std::uint64_t i = 0; i < keys.size(); ++i) subject.put(keys.key(i), scale_value(i, buf));
-}
-
-template <class S>
-void BM_Scale_Put(benchmark::State& state, Shape shape, bool presized) {
-  const KeySet& keys = scale_keys(shape);
-  const std::uint64_t n = keys.size();
-  filled() = {};  // free the last filled subject before building another
-  const std::int64_t heap_before = heap_bytes_in_use();
-  auto subject = std::make_shared<S>(presized ? n : 0);
   const std::uint64_t allocs_before = allocation_count();
-  for (auto _ : state) fill(*subject, keys);
-  const std::uint64_t allocs = allocation_count() - allocs_before;
-  const auto ops = static_cast<std::int64_t>(n) * static_cast<std::int64_t>(state.iterations());
-  state.SetItemsProcessed(ops);
-  state.counters["allocs/op"] = static_cast<double>(allocs) / static_cast<double>(ops);
-  state.counters["wrong"] = 0;  // checked by the read run; here for one table layout
-  const Footprint f = subject->footprint(heap_bytes_in_use() - heap_before);
-  set_footprint_counters(state, f);
-  filled() = {filled_id<S>(shape), subject, f};
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::uint64_t i = 0; i < keys.size(); ++i) {
+    subject.put(session, keys.key(i), scale_value(i, buf));
+  }
+  return {seconds_since(t0), allocation_count() - allocs_before};
 }
 
+/// Reads every key back in the random order, timed; counts wrong values.
 template <class S>
-void BM_Scale_Get(benchmark::State& state, Shape shape) {
-  const KeySet& keys = scale_keys(shape);
+Pass read_scale(S& subject, typename S::Session& session, const KeySet& keys,
+                std::uint64_t& wrong) {
   const std::vector<std::uint32_t>& order = scale_read_order();
-  if (filled().id != filled_id<S>(shape)) {  // untimed: build what no write run left
-    filled() = {};
-    const std::int64_t heap_before = heap_bytes_in_use();
-    auto subject = std::make_shared<S>(0);
-    fill(*subject, keys);
-    filled() = {filled_id<S>(shape), subject, subject->footprint(heap_bytes_in_use() - heap_before)};
-  }
-  const S& subject = *static_cast<const S*>(filled().subject.get());
   std::string out(8, '\0');
-  std::uint64_t wrong = 0;
   const std::uint64_t allocs_before = allocation_count();
-  for (auto _ : state) {
-    for (const std::uint32_t i : order) {
-      const std::uint64_t expected = i;
-      wrong += !subject.get(keys.key(i), out) || out.size() != 8 ||
-               std::memcmp(out.data(), &expected, 8) != 0;
-    }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const std::uint32_t i : order) {
+    const std::uint64_t expected = i;
+    wrong += !subject.get(session, keys.key(i), out) || out.size() != 8 ||
+             std::memcmp(out.data(), &expected, 8) != 0;
   }
-  const std::uint64_t allocs = allocation_count() - allocs_before;
-  const auto ops =
-      static_cast<std::int64_t>(order.size()) * static_cast<std::int64_t>(state.iterations());
-  state.SetItemsProcessed(ops);
-  state.counters["allocs/op"] = static_cast<double>(allocs) / static_cast<double>(ops);
+  return {seconds_since(t0), allocation_count() - allocs_before};
+}
+
+/// One repetition: fresh fill, pre-sized fill, random-order reads of the
+/// pre-sized subject (see the top of this file). One subject lives at a time.
+template <class S>
+void BM_Scale(benchmark::State& state, Shape shape) {
+  const KeySet& keys = scale_keys(shape);
+  scale_read_order();
+  const std::uint64_t n = keys.size();
+  const std::uint64_t kv_bytes = keys.key_bytes() + 8 * n;
+  Pass fresh, presized, read;
+  Footprint fresh_fp, presized_fp;
+  std::uint64_t wrong = 0;
+  for (auto _ : state) {
+    {
+      const FootprintProbe probe(heap_bytes_in_use());
+      S subject(0);
+      typename S::Session session(subject);
+      fresh = fill_scale(subject, session, keys);
+      subject.settle();
+      fresh_fp = probe.finish(subject.files(), n, kv_bytes, heap_bytes_in_use());
+    }
+    {
+      const FootprintProbe probe(heap_bytes_in_use());
+      S subject(n);
+      typename S::Session session(subject);
+      presized = fill_scale(subject, session, keys);
+      subject.settle();
+      presized_fp = probe.finish(subject.files(), n, kv_bytes, heap_bytes_in_use());
+      read = read_scale(subject, session, keys, wrong);
+    }
+    state.SetIterationTime(fresh.seconds + presized.seconds + read.seconds);
+  }
+  const auto ops = static_cast<double>(n);
+  state.counters["write_fresh_Mops"] = ops / fresh.seconds / 1e6;
+  state.counters["write_presized_Mops"] = ops / presized.seconds / 1e6;
+  state.counters["read_Mops"] = ops / read.seconds / 1e6;
+  state.counters["allocs/op_write_fresh"] = static_cast<double>(fresh.allocs) / ops;
+  state.counters["allocs/op_write"] = static_cast<double>(presized.allocs) / ops;
+  state.counters["allocs/op_read"] = static_cast<double>(read.allocs) / ops;
   state.counters["wrong"] = static_cast<double>(wrong);
-  set_footprint_counters(state, filled().footprint);
+  set_footprint_counters(state, presized_fp);
+  set_footprint_counters(state, fresh_fp, "_fresh");
   g_wrong_values += wrong;
   if (wrong != 0) {
     state.SkipWithError((std::to_string(wrong) + " reads returned a wrong value or none").c_str());
   }
 }
 
-enum class ScaleOp { put_fresh, put_presized, get };
-constexpr ScaleOp kScaleOps[] = {ScaleOp::put_fresh, ScaleOp::put_presized, ScaleOp::get};
-
-std::string scale_name(ScaleOp op, Shape shape, const char* subject) {
-  const char* base = op == ScaleOp::get ? "BM_Scale_Get<" : "BM_Scale_Put<";
-  const char* suffix = op == ScaleOp::put_fresh      ? "/fresh"
-                       : op == ScaleOp::put_presized ? "/presized"
-                                                     : "/random_order";
-  return base + std::string(subject) + ">/" + shape_name(shape) + suffix;
+std::string scale_name(Shape shape, const std::string& subject) {
+  return "BM_Scale<" + subject + ">/" + shape_name(shape);
 }
 
 template <class S>
 void register_scale() {
   for (const Shape shape : kShapes) {
-    for (const ScaleOp op : kScaleOps) {
-      const std::string name = scale_name(op, shape, S::kName);
-      benchmark::internal::Benchmark* b =
-          op == ScaleOp::get
-              ? benchmark::RegisterBenchmark(name.c_str(), BM_Scale_Get<S>, shape)
-              : benchmark::RegisterBenchmark(name.c_str(), BM_Scale_Put<S>, shape,
-                                             op == ScaleOp::put_presized);
-      b->Iterations(1)->Repetitions(g_settings.scale_reps)->Unit(benchmark::kMillisecond);
-    }
+    benchmark::RegisterBenchmark(scale_name(shape, S::kName).c_str(), BM_Scale<S>, shape)
+        ->Iterations(1)
+        ->Repetitions(g_settings.scale_reps)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
   }
 }
 
-// ---- main: flags, platform, phases, summary ------------------------------------------
-
-template <class Fn>
-void for_each_subject(Fn&& fn, bool with_absl = true) {
-  fn.template operator()<StoreSubject>();
-#if defined(OFFHEAP_BENCH_HAVE_ABSL)
-  if (with_absl) fn.template operator()<AbslSubject>();
-#else
-  (void)with_absl;
-#endif
-}
-
-template <class Fn>
-void for_each_mt_subject(Fn&& fn) {
-  fn.template operator()<StoreSubject>();
-#if defined(OFFHEAP_BENCH_HAVE_CUCKOO)
-  fn.template operator()<CuckooSubject>();
-#endif
-#if defined(OFFHEAP_BENCH_HAVE_TBB)
-  fn.template operator()<TbbSubject>();
-#endif
-}
+// ---- main: flags, platform, phases ------------------------------------------------
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -784,13 +688,8 @@ std::string cpu_model() {
 void print_platform() {
   utsname u{};
   ::uname(&u);
-  std::printf("offheap_bench: offheap %u.%u.%u", offheap::kVersionMajor, offheap::kVersionMinor,
-              offheap::kVersionPatch);
-#if defined(OFFHEAP_BENCH_HAVE_ABSL)
-  std::printf(" vs absl::flat_hash_map (abseil %d)\n", ABSL_LTS_RELEASE_VERSION);
-#else
-  std::printf(" (abseil not found: absl::flat_hash_map not measured)\n");
-#endif
+  std::printf("offheap_bench: offheap %u.%u.%u against every peer found\n", offheap::kVersionMajor,
+              offheap::kVersionMinor, offheap::kVersionPatch);
   std::printf("  CPU:      %s, %u hardware threads\n", cpu_model().c_str(),
               std::thread::hardware_concurrency());
   std::printf("  OS:       %s %s %s\n", u.sysname, u.release, u.machine);
@@ -806,21 +705,37 @@ void print_platform() {
 #else
   std::printf(", WARNING: not an optimized NDEBUG build, numbers are not meaningful\n");
 #endif
-  std::printf("  Threads:  W1 on 1, 2 and 4 threads, %d repetitions of %.3g s; peers:",
+  const std::string missing = missing_peers();
+  if (!missing.empty()) std::printf("  Not found (not measured): %s\n", missing.c_str());
+#if defined(OFFHEAP_BENCH_HAVE_LMDB) || defined(OFFHEAP_BENCH_HAVE_ROCKSDB) || \
+    defined(OFFHEAP_BENCH_HAVE_TKRZW)
+  const ScratchDir& dir = ScratchDir::instance();
+  std::printf("  Files:    %s (%s)\n", dir.root().c_str(),
+              dir.on_tmpfs() ? "tmpfs" : "WARNING: not tmpfs, the file-backed peers use a file system");
+#endif
+  std::printf("  W1:       1 thread, %" PRIu64 " repetitions of %.3g s per subject and op, "
+              "randomly interleaved\n",
+              g_settings.w1_reps, g_settings.w1_min_time);
+  std::printf("  Threads:  W1 on 1, 2 and 4 threads, %d repetitions of %.3g s\n",
               g_settings.mt_reps, g_settings.mt_min_time);
-#if defined(OFFHEAP_BENCH_HAVE_CUCKOO)
-  std::printf(" libcuckoo %s", OFFHEAP_BENCH_CUCKOO_VERSION);
-#else
-  std::printf(" libcuckoo not found");
-#endif
-#if defined(OFFHEAP_BENCH_HAVE_TBB)
-  std::printf(", oneTBB %s\n", TBB_VERSION_STRING);
-#else
-  std::printf(", TBB not found\n");
-#endif
-  std::printf("  Scale:    %" PRIu64 " keys, %d passes each%s\n\n", g_settings.scale_keys,
-              g_settings.scale_reps,
-              g_settings.scale_absl ? "" : " (absl left out: --scale_absl=false)");
+  std::printf("  Scale:    %" PRIu64 " keys, %d passes each\n\n", g_settings.scale_keys,
+              g_settings.scale_reps);
+  std::fflush(stdout);
+}
+
+/// Every subject's configuration and how it is sized where pre-sized (W1,
+/// and the scale run's reads) and where not (the scale run's fresh writes).
+void print_configurations() {
+  std::printf("Subjects (pre-sized: W1 for %" PRIu64 " entries, on 1 and more threads, and the "
+              "scale run's\npre-sized writes and its reads for %" PRIu64 "; not pre-sized: the "
+              "scale run's fresh writes):\n",
+              kW1Entries, g_settings.scale_keys);
+  for_each_subject([]<class S>() {
+    std::printf("  %s: %s\n", S::kName, S::describe().c_str());
+    std::printf("  %*s  pre-sized: %s; not pre-sized: %s\n", static_cast<int>(std::strlen(S::kName)),
+                "", S::sizing(g_settings.scale_keys).c_str(), S::sizing(0).c_str());
+  });
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -844,58 +759,81 @@ bool parse_seconds(const char* text, double& out) {
   return true;
 }
 
+bool parse_bool(std::string_view text, bool& out) {
+  if (text == "true" || text == "1") {
+    out = true;
+  } else if (text == "false" || text == "0") {
+    out = false;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void print_help() {
+  std::printf(
+      "offheap_bench flags (besides Google Benchmark's, listed below):\n"
+      "  --scale_keys=N             keys in the scale run (default %" PRIu64 ")\n"
+      "  --scale_reps=R             passes of each scale measurement, median quoted (default 3)\n"
+      "  --mt_reps=R                repetitions of each run on threads (default %d, at most\n"
+      "                             --benchmark_repetitions unless given)\n"
+      "  --mt_min_time=S            seconds of each run on threads (default %.2g, at most\n"
+      "                             --benchmark_min_time unless given)\n"
+      "  --rocksdb_mmap_reads=B     RocksDB's allow_mmap_reads (default true)\n"
+      "  --rocksdb_cache_mb=N       RocksDB's block cache, MiB (default 64)\n"
+      "Leave subjects out with --benchmark_filter (e.g. --benchmark_filter=-RocksDB).\n"
+      "Defaults this binary passes to Google Benchmark (override them freely):\n",
+      kScaleKeysDefault, kMtRepsDefault, kMtMinTimeDefault);
+  for (const char* f : kDefaultFlags) std::printf("  %s\n", f);
+  std::printf("\n");
+}
+
 /// Takes this binary's own flags out of argv; false on a malformed one.
 bool parse_own_flags(std::vector<char*>& args) {
   std::vector<char*> rest;
+  const auto fail = [](const char* message) {
+    std::fprintf(stderr, "offheap_bench: %s\n", message);
+    return false;
+  };
   for (char* a : args) {
     const std::string_view s(a);
-    if (s.rfind("--scale_keys=", 0) == 0) {
-      std::uint64_t n = 0;
-      if (!parse_u64(a + std::strlen("--scale_keys="), n) || n == 0 || n > 0xFFFFFFFFull) {
-        std::fprintf(stderr, "offheap_bench: --scale_keys wants a number in [1, 2^32)\n");
-        return false;
+    const auto value = [&](std::string_view flag) -> const char* {
+      return s.size() > flag.size() && s.substr(0, flag.size()) == flag ? a + flag.size()
+                                                                         : nullptr;
+    };
+    std::uint64_t n = 0;
+    if (const char* v = value("--scale_keys=")) {
+      if (!parse_u64(v, n) || n == 0 || n > 0xFFFFFFFFull) {
+        return fail("--scale_keys wants a number in [1, 2^32)");
       }
       g_settings.scale_keys = n;
-    } else if (s.rfind("--scale_reps=", 0) == 0) {
-      std::uint64_t n = 0;
-      if (!parse_u64(a + std::strlen("--scale_reps="), n) || n == 0 || n > 1000) {
-        std::fprintf(stderr, "offheap_bench: --scale_reps wants a number in [1, 1000]\n");
-        return false;
-      }
+    } else if (const char* v = value("--scale_reps=")) {
+      if (!parse_u64(v, n) || n == 0 || n > 1000) return fail("--scale_reps wants [1, 1000]");
       g_settings.scale_reps = static_cast<int>(n);
-    } else if (s.rfind("--mt_reps=", 0) == 0) {
-      std::uint64_t n = 0;
-      if (!parse_u64(a + std::strlen("--mt_reps="), n) || n == 0 || n > 1000) {
-        std::fprintf(stderr, "offheap_bench: --mt_reps wants a number in [1, 1000]\n");
-        return false;
-      }
+    } else if (const char* v = value("--mt_reps=")) {
+      if (!parse_u64(v, n) || n == 0 || n > 1000) return fail("--mt_reps wants [1, 1000]");
       g_settings.mt_reps = static_cast<int>(n);
       g_settings.mt_reps_given = true;
-    } else if (s.rfind("--mt_min_time=", 0) == 0) {
-      if (!parse_seconds(a + std::strlen("--mt_min_time="), g_settings.mt_min_time)) {
-        std::fprintf(stderr, "offheap_bench: --mt_min_time wants seconds in (0, 3600]\n");
-        return false;
+    } else if (const char* v = value("--mt_min_time=")) {
+      if (!parse_seconds(v, g_settings.mt_min_time)) {
+        return fail("--mt_min_time wants seconds in (0, 3600]");
       }
       g_settings.mt_min_time_given = true;
-    } else if (s == "--scale_absl=false" || s == "--scale_absl=0") {
-      g_settings.scale_absl = false;
-    } else if (s == "--scale_absl=true" || s == "--scale_absl=1") {
-      g_settings.scale_absl = true;
-    } else {
-      if (s == "--help" || s == "-h") {
-        std::printf(
-            "offheap_bench flags (besides Google Benchmark's, listed below):\n"
-            "  --scale_keys=N          keys in the scale run (default 2000000)\n"
-            "  --scale_reps=R          passes of each scale measurement, median quoted (default 3)\n"
-            "  --scale_absl=true|false include absl::flat_hash_map in the scale run\n"
-            "  --mt_reps=R             repetitions of each run on threads (default 9, at most\n"
-            "                          --benchmark_repetitions unless given)\n"
-            "  --mt_min_time=S         seconds of each run on threads (default 0.05, at most\n"
-            "                          --benchmark_min_time unless given)\n"
-            "Defaults this binary passes to Google Benchmark (override them freely):\n");
-        for (const char* f : kDefaultFlags) std::printf("  %s\n", f);
-        std::printf("\n");
+    } else if (const char* v = value("--rocksdb_mmap_reads=")) {
+      bool b = true;
+      if (!parse_bool(v, b)) return fail("--rocksdb_mmap_reads wants true|false");
+#if defined(OFFHEAP_BENCH_HAVE_ROCKSDB)
+      g_rocks.mmap_reads = b;
+#endif
+    } else if (const char* v = value("--rocksdb_cache_mb=")) {
+      if (!parse_u64(v, n) || n == 0 || n > (1u << 20)) {
+        return fail("--rocksdb_cache_mb wants MiB in [1, 2^20]");
       }
+#if defined(OFFHEAP_BENCH_HAVE_ROCKSDB)
+      g_rocks.cache_mb = n;
+#endif
+    } else {
+      if (s == "--help" || s == "-h") print_help();
       rest.push_back(a);
     }
   }
@@ -903,20 +841,24 @@ bool parse_own_flags(std::vector<char*>& args) {
   return true;
 }
 
-/// Caps the runs on threads by the --benchmark_repetitions and
-/// --benchmark_min_time in force (the last of each in `args` wins, as in
-/// Google Benchmark), unless --mt_reps / --mt_min_time were given.
+/// Notes the --benchmark_repetitions and --benchmark_min_time in force (the
+/// last of each in `args` wins, as in Google Benchmark) and caps the runs on
+/// threads by them, unless --mt_reps / --mt_min_time were given.
 void cap_mt_runs(const std::vector<char*>& args) {
   for (const char* a : args) {
     const std::string_view s(a);
     std::uint64_t n = 0;
     double t = 0;
-    if (s.rfind("--benchmark_repetitions=", 0) == 0 && !g_settings.mt_reps_given &&
+    if (s.rfind("--benchmark_repetitions=", 0) == 0 &&
         parse_u64(a + std::strlen("--benchmark_repetitions="), n) && n > 0) {
-      g_settings.mt_reps = static_cast<int>(std::min<std::uint64_t>(n, kMtRepsDefault));
-    } else if (s.rfind("--benchmark_min_time=", 0) == 0 && !g_settings.mt_min_time_given &&
+      g_settings.w1_reps = n;
+      if (!g_settings.mt_reps_given) {
+        g_settings.mt_reps = static_cast<int>(std::min<std::uint64_t>(n, kMtRepsDefault));
+      }
+    } else if (s.rfind("--benchmark_min_time=", 0) == 0 &&
                parse_seconds(a + std::strlen("--benchmark_min_time="), t)) {
-      g_settings.mt_min_time = std::min(t, kMtMinTimeDefault);
+      g_settings.w1_min_time = t;
+      if (!g_settings.mt_min_time_given) g_settings.mt_min_time = std::min(t, kMtMinTimeDefault);
     }
   }
 }
@@ -942,80 +884,54 @@ bool filter_selects(const std::vector<std::string>& names) {
   }
 }
 
-void print_w1_summary(const SummaryReporter& rep) {
-  std::printf(
-      "\n== Summary: W1 (%" PRIu64 " entries, %zu-byte keys, %zu-byte values, uniform random keys, "
-      "1 thread)\n",
-      kW1Entries, kW1KeyBytes, kW1ValueBytes);
-  std::printf("   Mops/s: median of the interleaved repetitions (+-: half the interquartile\n"
-              "   range), from thread CPU time, which a busy neighbour disturbs less than wall time\n");
-  std::printf("%-6s %20s %20s %13s %12s %12s %5s\n", "op", "offheap Mops/s", "absl Mops/s",
-              "offheap/absl", "allocs/op", "allocs/op", "reps");
-  std::printf("%-6s %20s %20s %13s %12s %12s %5s\n", "", "", "", "", "offheap", "absl", "");
-  const auto rates = [](const std::vector<Sample>& s) {
-    return collect(s, [](const Sample& x) { return x.items_per_second / 1e6; });
-  };
-  const auto allocs = [](const std::vector<Sample>& s) {
-    return median(collect(s, [](const Sample& x) { return x.counter("allocs/op"); }));
-  };
-  for (const char* op : kW1Ops) {
-    const std::vector<Sample> o = rep.samples(w1_name(op, StoreSubject::kName));
-    std::vector<Sample> a;
-#if defined(OFFHEAP_BENCH_HAVE_ABSL)
-    a = rep.samples(w1_name(op, AbslSubject::kName));
-#endif
-    if (o.empty() && a.empty()) continue;
-    const double om = median(rates(o)), am = median(rates(a));
-    char oc[32] = "-", ac[32] = "-", ratio[32] = "-", oa[32] = "-", aa[32] = "-";
-    if (!o.empty()) {
-      std::snprintf(oc, sizeof oc, "%.2f +-%.0f%%", om, half_iqr_percent(rates(o)));
-      std::snprintf(oa, sizeof oa, "%.3f", allocs(o));
-    }
-    if (!a.empty()) {
-      std::snprintf(ac, sizeof ac, "%.2f +-%.0f%%", am, half_iqr_percent(rates(a)));
-      std::snprintf(aa, sizeof aa, "%.3f", allocs(a));
-    }
-    if (!o.empty() && !a.empty()) std::snprintf(ratio, sizeof ratio, "%.2f", om / am);
-    std::printf("%-6s %20s %20s %13s %12s %12s %5zu\n", op, oc, ac, ratio, oa, aa,
-                std::max(o.size(), a.size()));
-  }
-  std::printf("\n%-34s %12s %16s %12s\n", "memory per entry (W1)", "bytes/entry", "overhead/entry",
-              "heap/entry");
-  for_each_subject([&]<class S>() {
-    for (const char* op : kW1Ops) {
-      const std::vector<Sample> s = rep.samples(w1_name(op, S::kName));
-      if (s.empty()) continue;
-      const std::string label =
-          std::string(S::kName) + (std::is_same_v<S, StoreSubject> ? " (mapped)" : " (heap)");
-      std::printf("%-34s %12.1f %16.1f %12.1f\n", label.c_str(), s[0].counter("bytes/entry"),
-                  s[0].counter("overhead/entry"), s[0].counter("heap/entry"));
-      break;
-    }
-  });
-  std::printf("   overhead = bytes beyond the %zu bytes of key and value; what each figure counts:\n"
-              "   see Footprint in bench/offheap_bench.cpp\n",
-              kW1KeyBytes + kW1ValueBytes);
+/// Runs what is registered now if the filter selects any of `names`.
+/// Returns whether it ran any.
+bool run_phase(SummaryReporter& reporter, const std::vector<std::string>& names) {
+  const bool selected = filter_selects(names);
+  if (selected) benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::ClearRegisteredBenchmarks();
+  return selected;
 }
+
+// ---- summaries ------------------------------------------------------------------
 
 /// "12.34 +-3%" for the median and spread of `v`, or "-" if empty.
-std::string median_cell(const std::vector<double>& v, const char* format = "%.2f") {
+std::string median_cell(const std::vector<double>& v) {
   if (v.empty()) return "-";
-  char num[32], cell[48];
-  std::snprintf(num, sizeof num, format, median(v));
-  std::snprintf(cell, sizeof cell, "%s +-%.0f%%", num, half_iqr_percent(v));
+  char cell[48];
+  std::snprintf(cell, sizeof cell, "%.2f +-%.0f%%", median(v), half_iqr_percent(v));
   return cell;
 }
 
-std::string ratio_cell(double r) {
-  if (!(r > 0) || std::isinf(r)) return "-";
+/// `x` printed with `format`, or "-" for NaN.
+std::string number_cell(double x, const char* format = "%.2f") {
+  if (std::isnan(x)) return "-";
   char cell[32];
-  std::snprintf(cell, sizeof cell, "%.2f", r);
+  std::snprintf(cell, sizeof cell, format, x);
   return cell;
 }
 
-std::vector<double> wall_mops(const std::vector<Sample>& s) {
-  return collect(s, [](const Sample& x) { return x.counter("wall_Mops"); });
+std::string ratio_cell(double r) { return r > 0 && !std::isinf(r) ? number_cell(r) : "-"; }
+
+/// 10000000 -> "10,000,000".
+std::string with_commas(std::uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
+
+std::vector<double> items_mops(const std::vector<Sample>& s) {
+  return collect(s, [](const Sample& x) { return x.items_per_second / 1e6; });
+}
+
+std::vector<double> counter_values(const std::vector<Sample>& s, const std::string& name) {
+  return collect(s, [&name](const Sample& x) { return x.counter(name); });
+}
+
+std::vector<double> wall_mops(const std::vector<Sample>& s) { return counter_values(s, "wall_Mops"); }
 
 /// Cores a run on threads kept busy: its threads' CPU time over its wall
 /// time. On a shared machine this says how much of it the run got.
@@ -1035,257 +951,332 @@ std::vector<double> cpu_mops(const std::vector<Sample>& s) {
   });
 }
 
-/// A subject's column in the summaries on threads.
-struct MtColumn {
-  std::string name;
-  std::string short_name;
-};
-
-std::vector<MtColumn> mt_columns() {
-  std::vector<MtColumn> c;
-  for_each_mt_subject([&]<class S>() { c.push_back({S::kName, S::kShortName}); });
-  return c;
+double sum_of(const std::vector<Sample>& s, const char* counter) {
+  double total = 0;
+  for (const Sample& x : s) total += x.counter(counter, 0.0);
+  return total;
 }
 
-void print_mt_summary(const SummaryReporter& rep) {
-  const std::vector<MtColumn> cols = mt_columns();
-  const auto key = [](MtOp op, const std::string& subject, int threads) {
-    return with_threads(mt_name(op, subject.c_str()), threads);
-  };
-  bool any = false;
-  for (const MtOp op : kMtOps) {
-    for (const int t : kMtThreadCounts) {
-      for (const MtColumn& c : cols) any = any || !rep.samples(key(op, c.name, t)).empty();
-    }
-  }
-  if (!any) return;
-  std::printf("\n== Summary: W1 on threads (%" PRIu64
-              " entries, one subject shared by all threads; %u hardware threads)\n",
-              kW1Entries, std::thread::hardware_concurrency());
-  std::printf("   Mops/s: all threads' operations / wall time from start to stop barrier,\n"
-              "   median of the interleaved repetitions (+-: half the interquartile range)\n");
-  std::printf("%-6s %7s", "op", "threads");
-  for (const MtColumn& c : cols) std::printf(" %16s", (c.short_name + " Mops/s").c_str());
-  for (std::size_t i = 1; i < cols.size(); ++i) {
-    std::printf(" %16s", ("offheap/" + cols[i].short_name).c_str());
-  }
-  std::printf(" %10s %6s %5s\n", "allocs/op", "wrong", "reps");
-  std::printf("%-6s %7s", "", "");
-  for (std::size_t i = 0; i < 2 * cols.size() - 1; ++i) std::printf(" %16s", "");
-  std::printf(" %10s %6s %5s\n", "offheap", "", "");
+/// The closing summaries, from the samples the reporter kept: one table per
+/// phase for the console, the same figures as markdown tables for the
+/// README, and the ratios issue 10's targets are stated in.
+class Report {
+ public:
+  explicit Report(const SummaryReporter& rep) : rep_(rep), cols_(columns()) {}
 
-  // medians per (op, subject, threads), for the ratio tables below: Mops/s,
-  // cores busy, Mops per CPU second
-  std::map<std::string, double> med, cores, per_cpu;
-  for (const MtOp op : kMtOps) {
-    for (const int t : kMtThreadCounts) {
-      std::vector<std::vector<Sample>> samples;
+  void print_w1() const {
+    std::printf("\n== Summary: W1 (%" PRIu64 " entries, %zu-byte keys, %zu-byte values, uniform "
+                "random keys, 1 thread, every subject pre-sized)\n",
+                kW1Entries, kW1KeyBytes, kW1ValueBytes);
+    std::printf("   Mops/s: median of the interleaved repetitions (+-: half the interquartile "
+                "range), wall time;\n   offheap/x: ratio of medians (> 1: offheap faster)\n");
+    std::printf("%-26s %14s %14s %14s %9s %7s %7s %5s\n", "subject", "get Mops/s",
+                "90/10 Mops/s", "put Mops/s", "offheap/x", "", "", "reps");
+    std::printf("%-26s %14s %14s %14s %9s %7s %7s %5s\n", "", "", "", "", "get", "90/10", "put",
+                "");
+    for (const Column& c : cols_) {
       std::size_t reps = 0;
-      for (const MtColumn& c : cols) {
-        samples.push_back(rep.samples(key(op, c.name, t)));
-        reps = std::max(reps, samples.back().size());
-        if (samples.back().empty()) continue;
-        med[key(op, c.name, t)] = median(wall_mops(samples.back()));
-        cores[key(op, c.name, t)] = median(cores_busy(samples.back()));
-        per_cpu[key(op, c.name, t)] = median(cpu_mops(samples.back()));
+      std::string cells[3], ratios[3];
+      for (int i = 0; i < 3; ++i) {
+        const Op op = kW1Columns[i];
+        const std::vector<Sample> s = rep_.samples(w1_name(op, c.name));
+        reps = std::max(reps, s.size());
+        cells[i] = median_cell(items_mops(s));
+        ratios[i] = &c == &cols_[0] ? "-" : ratio_cell(w1_mops(op, offheap()) / w1_mops(op, c.name));
       }
       if (reps == 0) continue;
-      std::printf("%-6s %7d", op_name(op), t);
-      for (const auto& s : samples) std::printf(" %16s", median_cell(wall_mops(s)).c_str());
-      const double ours = samples[0].empty() ? NAN : median(wall_mops(samples[0]));
-      for (std::size_t i = 1; i < cols.size(); ++i) {
-        const double theirs = samples[i].empty() ? NAN : median(wall_mops(samples[i]));
-        std::printf(" %16s", ratio_cell(ours / theirs).c_str());
-      }
-      double wrong = 0;
-      for (const auto& s : samples) {
-        for (const Sample& x : s) wrong += x.counter("wrong", 0.0);
-      }
-      const std::vector<double> allocs =
-          collect(samples[0], [](const Sample& x) { return x.counter("allocs/op"); });
-      char ac[32] = "-";
-      if (!allocs.empty()) std::snprintf(ac, sizeof ac, "%.3f", median(allocs));
-      std::printf(" %10s %6.0f %5zu\n", ac, wrong, reps);
+      std::printf("%-26s %14s %14s %14s %9s %7s %7s %5zu\n", c.name.c_str(), cells[0].c_str(),
+                  cells[1].c_str(), cells[2].c_str(), ratios[0].c_str(), ratios[1].c_str(),
+                  ratios[2].c_str(), reps);
     }
-  }
-  if (cols.size() == 1) {
-    std::printf("   (no concurrent peer found: Debian libcuckoo-dev and libtbb-dev add them)\n");
+    std::printf("\n   memory per entry after the fill (RssAnon growth + file bytes, "
+                "bench/memory.hpp); allocations per operation\n");
+    std::printf("%-26s %11s %11s %9s %9s %9s %9s %7s %7s %6s\n", "subject", "bytes/entry",
+                "beyond k+v", "RssAnon", "files", "heap", "allocs/op", "", "", "wrong");
+    std::printf("%-26s %11s %11s %9s %9s %9s %9s %7s %7s %6s\n", "", "", "", "", "", "", "get",
+                "90/10", "put", "");
+    for (const Column& c : cols_) {
+      std::vector<Sample> all;
+      std::string allocs[3];
+      for (int i = 0; i < 3; ++i) {
+        const std::vector<Sample> s = rep_.samples(w1_name(kW1Columns[i], c.name));
+        all.insert(all.end(), s.begin(), s.end());
+        allocs[i] = number_cell(median(counter_values(s, "allocs/op")), "%.3f");
+      }
+      if (all.empty()) continue;
+      const auto fig = [&](const char* name) {
+        return number_cell(median(counter_values(all, name)), "%.1f");
+      };
+      std::printf("%-26s %11s %11s %9s %9s %9s %9s %7s %7s %6.0f\n", c.name.c_str(),
+                  fig("bytes/entry").c_str(), fig("beyond/entry").c_str(),
+                  fig("anon/entry").c_str(), fig("files/entry").c_str(), fig("heap/entry").c_str(),
+                  allocs[0].c_str(), allocs[1].c_str(), allocs[2].c_str(), sum_of(all, "wrong"));
+    }
+    std::printf("   beyond k+v: bytes beyond the %zu of key and value; heap: the malloc "
+                "counter's growth (not tbbmalloc's)\n",
+                kW1KeyBytes + kW1ValueBytes);
   }
 
-  const auto in = [&](const std::map<std::string, double>& m, MtOp op,
-                      const std::string& subject, int threads) {
-    const auto it = m.find(key(op, subject, threads));
-    return it == m.end() ? NAN : it->second;
-  };
-  const auto at = [&](MtOp op, const std::string& subject, int threads) {
-    return in(med, op, subject, threads);
-  };
-  std::printf("\n   scaling: median Mops/s on N threads / median on 1 thread%s;\n"
-              "   cores busy: the threads' CPU time / wall time (what the run got of a shared\n"
-              "   machine); per CPU-s: Mops per CPU second of all threads, N threads / 1 thread\n"
-              "   (the cost of an operation under contention, whatever the cores given)\n",
-              std::thread::hardware_concurrency() < 4 ? " (4 threads oversubscribe the cores)"
-                                                      : "");
-  std::printf("%-6s %-26s %8s %8s %6s %6s %6s %10s %10s\n", "op", "subject", "2T/1T", "4T/1T",
-              "cores", "cores", "cores", "per CPU-s", "per CPU-s");
-  std::printf("%-6s %-26s %8s %8s %6s %6s %6s %10s %10s\n", "", "", "", "", "1T", "2T", "4T",
-              "2T/1T", "4T/1T");
-  for (const MtOp op : kMtOps) {
-    for (const MtColumn& c : cols) {
-      const double one = at(op, c.name, 1);
-      if (std::isnan(one)) continue;
-      const double cpu_one = in(per_cpu, op, c.name, 1);
-      std::printf("%-6s %-26s %8s %8s %6.2f %6.2f %6.2f %10s %10s\n", op_name(op),
-                  c.name.c_str(), ratio_cell(at(op, c.name, 2) / one).c_str(),
-                  ratio_cell(at(op, c.name, 4) / one).c_str(), in(cores, op, c.name, 1),
-                  in(cores, op, c.name, 2), in(cores, op, c.name, 4),
-                  ratio_cell(in(per_cpu, op, c.name, 2) / cpu_one).c_str(),
-                  ratio_cell(in(per_cpu, op, c.name, 4) / cpu_one).c_str());
-    }
-  }
-  if (cols.size() > 1) {
-    std::printf("\n   offheap::Store / peer at 2 threads (ratio of medians; > 1: offheap "
-                "faster)\n");
-    std::printf("%-26s %8s %8s %8s\n", "peer", "get", "put", "mixed");
-    for (std::size_t i = 1; i < cols.size(); ++i) {
-      std::printf("%-26s", cols[i].name.c_str());
-      for (const MtOp op : kMtOps) {
-        std::printf(" %8s", ratio_cell(at(op, cols[0].name, 2) / at(op, cols[i].name, 2)).c_str());
-      }
-      std::printf("\n");
-    }
-  }
-}
-
-void print_fence_summary(const SummaryReporter& rep) {
-  const std::vector<Fence> fences = fences_measured();
-  bool any = false;
-  for (const Fence f : fences) {
-    any = any || !rep.samples(fence_guard_name(f)).empty();
-    for (const int t : kFenceThreadCounts) {
-      any = any || !rep.samples(with_threads(fence_get_name(f), t)).empty();
-    }
-  }
-  if (!any) return;
-  std::printf("\n== Summary: epoch fence (detail::EpochDomain::set_mode), offheap::Store W1 "
-              "get and a bare EpochGuard\n"
-              "   get: Mops/s from wall time as above; guard: ns per guard from thread CPU time;\n"
-              "   median (+-: half the interquartile range). speed-up > 1: asymmetric is faster;\n"
-              "   faster: the mode whose interquartile range lies wholly on the better side\n");
-  std::printf("%-22s %18s %18s %10s %-11s %5s\n", "", "symmetric", "asymmetric", "speed-up",
-              "faster", "reps");
-  const auto row = [&](const char* label, const std::string& sym_name,
-                       const std::string& asym_name, bool guard) {
-    const std::vector<Sample> sym = rep.samples(sym_name);
-    const std::vector<Sample> asym =
-        fences.size() > 1 ? rep.samples(asym_name) : std::vector<Sample>{};
-    if (sym.empty() && asym.empty()) return;
-    const auto figure = [guard](const std::vector<Sample>& s) {
-      return guard ? collect(s, [](const Sample& x) { return 1e9 / x.items_per_second; })
-                   : wall_mops(s);
-    };
-    const std::vector<double> fs = figure(sym), fa = figure(asym);
-    double speedup = NAN;
-    const char* faster = "-";
-    if (!fs.empty() && !fa.empty()) {
-      speedup = guard ? median(fs) / median(fa) : median(fa) / median(fs);
-      // Better is lower for ns, higher for Mops/s: compare the quartiles.
-      const auto better = [guard](const std::vector<double>& a, const std::vector<double>& b) {
-        return guard ? quantile(a, 0.75) < quantile(b, 0.25)
-                     : quantile(a, 0.25) > quantile(b, 0.75);
-      };
-      faster = better(fa, fs) ? "asymmetric" : better(fs, fa) ? "symmetric" : "noise";
-    }
-    std::printf("%-22s %18s %18s %10s %-11s %5zu\n", label, median_cell(fs).c_str(),
-                median_cell(fa).c_str(), ratio_cell(speedup).c_str(), faster,
-                std::max(sym.size(), asym.size()));
-  };
-  for (const int t : kFenceThreadCounts) {
-    const std::string label =
-        "get, " + std::to_string(t) + (t == 1 ? " thread, Mops/s" : " threads, Mops/s");
-    row(label.c_str(), with_threads(fence_get_name(Fence::symmetric), t),
-        with_threads(fence_get_name(Fence::asymmetric), t), false);
-  }
-  row("EpochGuard, ns", fence_guard_name(Fence::symmetric), fence_guard_name(Fence::asymmetric),
-      true);
-  const bool asym = offheap::detail::EpochDomain::instance().asymmetric_available();
-  std::printf("   membarrier(PRIVATE_EXPEDITED) %s; mode after the runs (the default): %s\n",
-              asym ? "available" : "NOT available: asymmetric not measured",
-              offheap::detail::EpochDomain::instance().mode() ==
-                      offheap::detail::FenceMode::asymmetric
-                  ? "asymmetric"
-                  : "symmetric");
-}
-
-void print_scale_summary(const SummaryReporter& rep) {
-  std::printf("\n== Summary: scale (NoHeapDB shape): %" PRIu64
-              " keys, 8-byte values, 1 thread\n"
-              "   Mops/s: median of the interleaved passes, from thread CPU time\n",
-              g_settings.scale_keys);
-  std::printf("%-8s %-20s %15s %12s %13s %10s %10s %8s %7s\n", "keys", "op", "offheap Mops/s",
-              "absl Mops/s", "offheap/absl", "allocs/op", "allocs/op", "wrong", "passes");
-  std::printf("%-8s %-20s %15s %12s %13s %10s %10s %8s %7s\n", "", "", "", "", "", "offheap",
-              "absl", "values", "");
-  for (const Shape shape : kShapes) {
-    for (const ScaleOp op : kScaleOps) {
-      const std::vector<Sample> o = rep.samples(scale_name(op, shape, StoreSubject::kName));
-      std::vector<Sample> a;
-#if defined(OFFHEAP_BENCH_HAVE_ABSL)
-      a = rep.samples(scale_name(op, shape, AbslSubject::kName));
-#endif
-      if (o.empty() && a.empty()) continue;
-      const auto rate = [](const std::vector<Sample>& s) {
-        return median(collect(s, [](const Sample& x) { return x.items_per_second / 1e6; }));
-      };
-      const auto fig = [](const std::vector<Sample>& s, const char* name) {
-        return median(collect(s, [&](const Sample& x) { return x.counter(name); }));
-      };
-      char oc[32] = "-", ac[32] = "-", ratio[32] = "-", oa[32] = "-", aa[32] = "-", w[32] = "-";
-      if (!o.empty()) {
-        std::snprintf(oc, sizeof oc, "%.2f", rate(o));
-        std::snprintf(oa, sizeof oa, "%.3f", fig(o, "allocs/op"));
-      }
-      if (!a.empty()) {
-        std::snprintf(ac, sizeof ac, "%.2f", rate(a));
-        std::snprintf(aa, sizeof aa, "%.3f", fig(a, "allocs/op"));
-      }
-      if (!o.empty() && !a.empty()) std::snprintf(ratio, sizeof ratio, "%.2f", rate(o) / rate(a));
-      if (op == ScaleOp::get) {
+  void print_mt() const {
+    std::printf("\n== Summary: W1 on threads (%" PRIu64 " entries, one pre-sized subject shared "
+                "by all threads; %u hardware threads)\n",
+                kW1Entries, std::thread::hardware_concurrency());
+    std::printf("   Mops/s: all threads' operations / wall time from start to stop barrier, "
+                "median of the\n   interleaved repetitions (+-: half the interquartile range); "
+                "offheap/x: ratio of medians\n");
+    std::printf("%-6s %-26s %14s %14s %14s %9s %7s %7s %9s %6s %5s\n", "op", "subject", "1T",
+                "2T", "4T", "offheap/x", "", "", "allocs/op", "wrong", "reps");
+    std::printf("%-6s %-26s %14s %14s %14s %9s %7s %7s %9s %6s %5s\n", "", "", "", "", "", "1T",
+                "2T", "4T", "2T", "", "");
+    for (const Op op : kW1Columns) {
+      bool first = true;
+      for (const Column& c : cols_) {
+        if (!c.thread_safe) continue;
+        std::size_t reps = 0;
         double wrong = 0;
-        for (const Sample& x : o) wrong += x.counter("wrong", 0.0);
-        for (const Sample& x : a) wrong += x.counter("wrong", 0.0);
-        std::snprintf(w, sizeof w, "%.0f", wrong);
+        std::string cells[3], ratios[3];
+        for (int i = 0; i < 3; ++i) {
+          const int t = kMtThreadCounts[i];
+          const std::vector<Sample> s = rep_.samples(with_threads(mt_name(op, c.name), t));
+          reps = std::max(reps, s.size());
+          wrong += sum_of(s, "wrong");
+          cells[i] = median_cell(wall_mops(s));
+          ratios[i] = &c == &cols_[0] ? "-" : ratio_cell(mt_mops(op, offheap(), t) / mt_mops(op, c.name, t));
+        }
+        if (reps == 0) continue;
+        const std::vector<Sample> two = rep_.samples(with_threads(mt_name(op, c.name), 2));
+        std::printf("%-6s %-26s %14s %14s %14s %9s %7s %7s %9s %6.0f %5zu\n",
+                    first ? op_label(op) : "", c.name.c_str(), cells[0].c_str(), cells[1].c_str(),
+                    cells[2].c_str(), ratios[0].c_str(), ratios[1].c_str(), ratios[2].c_str(),
+                    number_cell(median(counter_values(two, "allocs/op")), "%.3f").c_str(), wrong,
+                    reps);
+        first = false;
       }
-      const char* label = op == ScaleOp::put_fresh      ? "put (fresh)"
-                          : op == ScaleOp::put_presized ? "put (presized)"
-                                                        : "get (random order)";
-      std::printf("%-8s %-20s %15s %12s %13s %10s %10s %8s %7zu\n", shape_name(shape), label, oc,
-                  ac, ratio, oa, aa, w, std::max(o.size(), a.size()));
+    }
+
+    std::printf("\n   scaling: median Mops/s on N threads / median on 1 thread%s;\n"
+                "   cores busy: the threads' CPU time / wall time (what the run got of a shared\n"
+                "   machine); per CPU-s: Mops per CPU second of all threads, N threads / 1 thread\n"
+                "   (the cost of an operation under contention, whatever the cores given)\n",
+                std::thread::hardware_concurrency() < 4 ? " (4 threads oversubscribe the cores)"
+                                                        : "");
+    std::printf("%-6s %-26s %8s %8s %6s %6s %6s %10s %10s\n", "op", "subject", "2T/1T", "4T/1T",
+                "cores", "cores", "cores", "per CPU-s", "per CPU-s");
+    std::printf("%-6s %-26s %8s %8s %6s %6s %6s %10s %10s\n", "", "", "", "", "1T", "2T", "4T",
+                "2T/1T", "4T/1T");
+    for (const Op op : kW1Columns) {
+      for (const Column& c : cols_) {
+        if (!c.thread_safe) continue;
+        const auto figure = [&](int t, std::vector<double> (*f)(const std::vector<Sample>&)) {
+          return median(f(rep_.samples(with_threads(mt_name(op, c.name), t))));
+        };
+        const double one = figure(1, wall_mops);
+        if (std::isnan(one)) continue;
+        const double cpu_one = figure(1, cpu_mops);
+        std::printf("%-6s %-26s %8s %8s %6.2f %6.2f %6.2f %10s %10s\n", op_label(op),
+                    c.name.c_str(), ratio_cell(figure(2, wall_mops) / one).c_str(),
+                    ratio_cell(figure(4, wall_mops) / one).c_str(), figure(1, cores_busy),
+                    figure(2, cores_busy), figure(4, cores_busy),
+                    ratio_cell(figure(2, cpu_mops) / cpu_one).c_str(),
+                    ratio_cell(figure(4, cpu_mops) / cpu_one).c_str());
+      }
     }
   }
-  std::printf("\n%-34s %-8s %12s %16s %12s\n", "memory per entry (scale, fresh)", "keys",
-              "bytes/entry", "overhead/entry", "heap/entry");
-  for_each_subject([&]<class S>() {
-    for (const Shape shape : kShapes) {
-      const std::vector<Sample> s = rep.samples(scale_name(ScaleOp::put_fresh, shape, S::kName));
-      if (s.empty()) continue;
-      const std::string label =
-          std::string(S::kName) + (std::is_same_v<S, StoreSubject> ? " (mapped)" : " (heap)");
-      std::printf("%-34s %-8s %12.1f %16.1f %12.1f\n", label.c_str(), shape_name(shape),
-                  s[0].counter("bytes/entry"), s[0].counter("overhead/entry"),
-                  s[0].counter("heap/entry"));
-    }
-  }, g_settings.scale_absl);
-}
 
-/// Runs what is registered now if the filter selects any of `names`.
-/// Returns whether it ran any.
-bool run_phase(SummaryReporter& reporter, const std::vector<std::string>& names) {
-  const bool selected = filter_selects(names);
-  if (selected) benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::ClearRegisteredBenchmarks();
-  return selected;
-}
+  void print_scale() const {
+    std::printf("\n== Summary: scale (NoHeapDB shape): %s keys, 8-byte values, 1 thread\n"
+                "   Mops/s: N operations / wall time of one pass, median of the interleaved "
+                "passes; writes into a\n   fresh subject and into one pre-sized for N; reads "
+                "of the pre-sized one in random order, every value checked\n",
+                with_commas(g_settings.scale_keys).c_str());
+    std::printf("%-8s %-26s %9s %9s %9s %9s %7s %7s %9s %7s %6s %6s\n", "keys", "subject",
+                "write", "write", "read", "offheap/x", "", "", "allocs/op", "", "wrong", "passes");
+    std::printf("%-8s %-26s %9s %9s %9s %9s %7s %7s %9s %7s %6s %6s\n", "", "", "fresh",
+                "pre-sized", "random", "write fr", "pre-sz", "read", "write", "read", "", "");
+    for (const Shape shape : kShapes) {
+      for (const Column& c : cols_) {
+        const std::vector<Sample> s = rep_.samples(scale_name(shape, c.name));
+        if (s.empty()) continue;
+        const bool self = &c == &cols_[0];
+        const auto rate = [&](const char* counter) {
+          return number_cell(scale_figure(shape, c.name, counter));
+        };
+        const auto ratio = [&](const char* counter) {
+          return self ? std::string("-")
+                      : ratio_cell(scale_figure(shape, offheap(), counter) /
+                                   scale_figure(shape, c.name, counter));
+        };
+        std::printf("%-8s %-26s %9s %9s %9s %9s %7s %7s %9s %7s %6.0f %6zu\n", shape_name(shape),
+                    c.name.c_str(), rate("write_fresh_Mops").c_str(),
+                    rate("write_presized_Mops").c_str(), rate("read_Mops").c_str(),
+                    ratio("write_fresh_Mops").c_str(), ratio("write_presized_Mops").c_str(),
+                    ratio("read_Mops").c_str(),
+                    number_cell(scale_figure(shape, c.name, "allocs/op_write"), "%.3f").c_str(),
+                    number_cell(scale_figure(shape, c.name, "allocs/op_read"), "%.3f").c_str(),
+                    sum_of(s, "wrong"), s.size());
+      }
+    }
+    std::printf("\n   memory per entry (RssAnon growth + file bytes, bench/memory.hpp), "
+                "median of the passes\n");
+    std::printf("%-8s %-26s %11s %11s %11s %9s %9s %9s\n", "keys", "subject", "bytes/entry",
+                "beyond k+v", "beyond k+v", "RssAnon", "files", "heap");
+    std::printf("%-8s %-26s %11s %11s %11s %9s %9s %9s\n", "", "", "pre-sized", "pre-sized",
+                "fresh", "pre-sized", "pre-sized", "pre-sized");
+    for (const Shape shape : kShapes) {
+      for (const Column& c : cols_) {
+        if (rep_.samples(scale_name(shape, c.name)).empty()) continue;
+        const auto fig = [&](const char* counter) {
+          return number_cell(scale_figure(shape, c.name, counter), "%.1f");
+        };
+        std::printf("%-8s %-26s %11s %11s %11s %9s %9s %9s\n", shape_name(shape), c.name.c_str(),
+                    fig("bytes/entry").c_str(), fig("beyond/entry").c_str(),
+                    fig("beyond/entry_fresh").c_str(), fig("anon/entry").c_str(),
+                    fig("files/entry").c_str(), fig("heap/entry").c_str());
+      }
+    }
+    std::printf("   key + value bytes per entry: decimal %.2f, uuid 44\n",
+                static_cast<double>(scale_keys(Shape::decimal).key_bytes()) /
+                        static_cast<double>(g_settings.scale_keys) +
+                    8);
+  }
+
+  /// The tables as markdown, ready for the README, and the subjects'
+  /// configurations as a list.
+  void print_markdown(bool w1, bool scale) const {
+    std::printf("\n== Markdown (for the README; medians of this run)\n");
+    if (w1) {
+      std::printf("\n| W1: %zu B keys, %zu B values, %s entries, pre-sized; Mops/s | get 1T | "
+                  "90/10 1T | put 1T | get 2T | 90/10 2T | put 2T |\n",
+                  kW1KeyBytes, kW1ValueBytes, with_commas(kW1Entries).c_str());
+      std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
+      for (const Column& c : cols_) {
+        std::printf("| %s", c.name.c_str());
+        for (const Op op : kW1Columns) std::printf(" | %s", md(w1_mops(op, c.name)).c_str());
+        for (const Op op : kW1Columns) std::printf(" | %s", md(mt_mops(op, c.name, 2)).c_str());
+        std::printf(" |\n");
+      }
+    }
+    if (scale) {
+      std::printf("\n| %s keys, 8 B values, 1 thread; Mops/s | write (fresh) | write "
+                  "(pre-sized) | read (random order) | bytes/entry beyond key+value |\n",
+                  with_commas(g_settings.scale_keys).c_str());
+      std::printf("|---|---:|---:|---:|---:|\n");
+      for (const Shape shape : kShapes) {
+        for (const Column& c : cols_) {
+          if (rep_.samples(scale_name(shape, c.name)).empty()) continue;
+          std::printf("| %s, %s | %s | %s | %s | %s |\n", c.name.c_str(), shape_label(shape),
+                      md(scale_figure(shape, c.name, "write_fresh_Mops")).c_str(),
+                      md(scale_figure(shape, c.name, "write_presized_Mops")).c_str(),
+                      md(scale_figure(shape, c.name, "read_Mops")).c_str(),
+                      md(scale_figure(shape, c.name, "beyond/entry"), "%.0f").c_str());
+        }
+      }
+      std::printf("\nReads and bytes per entry: the subject pre-sized for the keys. Bytes per "
+                  "entry: resident anonymous memory plus file bytes (tmpfs), less the key and "
+                  "value bytes.\n");
+    }
+    std::printf("\nSubjects (1T: one thread; 2T: two threads sharing one subject; files on "
+                "tmpfs):\n\n");
+    for_each_subject([]<class S>() {
+      std::printf("- **%s**: %s. Pre-sized for N entries: %s; not pre-sized: %s.\n", S::kName,
+                  S::describe().c_str(), S::sizing(g_settings.scale_keys).c_str(),
+                  S::sizing(0).c_str());
+    });
+  }
+
+  /// The ratios issue 10's targets are stated in, each against its bound.
+  void print_targets() const {
+    std::printf("\n== Targets (issue 10): ratios of medians in this run\n");
+    const auto line = [](const std::string& what, double value, bool at_least, double bound) {
+      const char* verdict = std::isnan(value)                         ? "not measured"
+                            : (at_least ? value >= bound : value <= bound) ? "met"
+                                                                          : "MISSED";
+      std::printf("  %-66s %7s  (target %s %.2f: %s)\n", what.c_str(), number_cell(value).c_str(),
+                  at_least ? ">=" : "<=", bound, verdict);
+    };
+    const std::string absl = "absl::flat_hash_map", cuckoo = "libcuckoo::cuckoohash_map",
+                      lmdb = "LMDB";
+    for (const Op op : kW1Columns) {
+      line(std::string("W1 ") + op_label(op) + " 1T: offheap / absl", w1_mops(op, offheap()) / w1_mops(op, absl),
+           true, 1.0);
+    }
+    line("W1 get 2T: offheap / libcuckoo 2T", mt_mops(Op::get, offheap(), 2) / mt_mops(Op::get, cuckoo, 2),
+         true, 1.5);
+    for (const Op op : kW1Columns) {
+      line(std::string("W1 ") + op_label(op) + " 1T: offheap / LMDB",
+           w1_mops(op, offheap()) / w1_mops(op, lmdb), true, 5.0);
+    }
+    for (const Op op : kW1Columns) {
+      line(std::string("W1 ") + op_label(op) + " 2T: offheap / LMDB",
+           mt_mops(op, offheap(), 2) / mt_mops(op, lmdb, 2), true, 5.0);
+    }
+    const std::string at = with_commas(g_settings.scale_keys) + " keys";
+    if (g_settings.scale_keys != kScaleTargetKeys) {
+      std::printf("  (the scale targets are stated for %s keys; this run has %s)\n",
+                  with_commas(kScaleTargetKeys).c_str(), at.c_str());
+    }
+    const auto scale_ratio = [&](Shape shape, const char* counter, const std::string& peer) {
+      return scale_figure(shape, offheap(), counter) / scale_figure(shape, peer, counter);
+    };
+    line(at + ", decimal: random reads, offheap / absl", scale_ratio(Shape::decimal, "read_Mops", absl),
+         true, 1.5);
+    line(at + ", decimal: random reads, offheap / libcuckoo",
+         scale_ratio(Shape::decimal, "read_Mops", cuckoo), true, 1.0);
+    line(at + ", uuid: random reads, offheap / libcuckoo", scale_ratio(Shape::uuid, "read_Mops", cuckoo),
+         true, 1.5);
+    for (const Shape shape : kShapes) {
+      line(at + ", " + shape_name(shape) + ": writes (fresh), offheap / libcuckoo",
+           scale_ratio(shape, "write_fresh_Mops", cuckoo), true, 1.5);
+      line(at + ", " + shape_name(shape) + ": writes (pre-sized), offheap / libcuckoo",
+           scale_ratio(shape, "write_presized_Mops", cuckoo), true, 1.5);
+    }
+    for (const Shape shape : kShapes) {
+      line(at + ", " + shape_name(shape) + ": offheap bytes/entry beyond k+v (pre-sized)",
+           scale_figure(shape, offheap(), "beyond/entry"), false, 40);
+      line(at + ", " + shape_name(shape) + ": offheap bytes/entry beyond k+v (fresh)",
+           scale_figure(shape, offheap(), "beyond/entry_fresh"), false, 40);
+    }
+    // Allocations per operation: the largest median of any offheap run.
+    double allocs = NAN;
+    const auto take = [&](const std::vector<Sample>& s, const char* counter) {
+      const double m = median(counter_values(s, counter));
+      if (!std::isnan(m)) allocs = std::isnan(allocs) ? m : std::max(allocs, m);
+    };
+    for (const Op op : kW1Columns) {
+      take(rep_.samples(w1_name(op, offheap())), "allocs/op");
+      for (const int t : kMtThreadCounts) {
+        take(rep_.samples(with_threads(mt_name(op, offheap()), t)), "allocs/op");
+      }
+    }
+    for (const Shape shape : kShapes) {
+      take(rep_.samples(scale_name(shape, offheap())), "allocs/op_write_fresh");
+      take(rep_.samples(scale_name(shape, offheap())), "allocs/op_write");
+      take(rep_.samples(scale_name(shape, offheap())), "allocs/op_read");
+    }
+    line("offheap allocations per operation (largest of all runs)", allocs, false, 0);
+  }
+
+ private:
+  static constexpr Op kW1Columns[] = {Op::get, Op::mixed, Op::put};  // the tables' order
+
+  const std::string& offheap() const { return cols_[0].name; }
+
+  double w1_mops(Op op, const std::string& subject) const {
+    return median(items_mops(rep_.samples(w1_name(op, subject))));
+  }
+  double mt_mops(Op op, const std::string& subject, int threads) const {
+    return median(wall_mops(rep_.samples(with_threads(mt_name(op, subject), threads))));
+  }
+  double scale_figure(Shape shape, const std::string& subject, const char* counter) const {
+    return median(counter_values(rep_.samples(scale_name(shape, subject)), counter));
+  }
+  static std::string md(double x, const char* format = "%.2f") {
+    return std::isnan(x) ? "—" : number_cell(x, format);
+  }
+
+  const SummaryReporter& rep_;
+  std::vector<Column> cols_;
+};
 
 int run(int argc, char** argv) {
   std::vector<char*> user(argv + 1, argv + argc);
@@ -1296,53 +1287,39 @@ int run(int argc, char** argv) {
   for (const char* f : kDefaultFlags) args.push_back(const_cast<char*>(f));
   args.insert(args.end(), user.begin(), user.end());
   cap_mt_runs(args);
-  // Before any store exists: the mode a process starts in, restored after the
-  // fence runs.
-  g_default_fence = offheap::detail::EpochDomain::instance().mode();
   print_platform();
   int n = static_cast<int>(args.size());
   args.push_back(nullptr);
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
+  print_configurations();
 
   SummaryReporter reporter;
 
   std::vector<std::string> names;
   for_each_subject([&]<class S>() {
     register_w1<S>();
-    for (const char* op : kW1Ops) names.push_back(w1_name(op, S::kName));
+    for (const Op op : kOps) names.push_back(w1_name(op, S::kName));
   });
   const bool ran_w1 = run_phase(reporter, names);
+  release_w1_fixtures();
 
   names.clear();
   const MtRuns runs{g_settings.mt_reps, g_settings.mt_min_time};
   for_each_mt_subject([&]<class S>() {
     register_mt<S>(runs);
-    for (const MtOp op : kMtOps) {
+    for (const Op op : kOps) {
       for (const int t : kMtThreadCounts) names.push_back(with_threads(mt_name(op, S::kName), t));
     }
   });
-  for (const Fence f : fences_measured()) {
-    if (f == Fence::symmetric) {
-      register_fence<Fence::symmetric>(runs);
-    } else {
-      register_fence<Fence::asymmetric>(runs);
-    }
-    for (const int t : kFenceThreadCounts) names.push_back(with_threads(fence_get_name(f), t));
-    names.push_back(fence_guard_name(f));
-  }
   const bool ran_mt = run_phase(reporter, names);
-  apply_fence(Fence::process_default);
 
   names.clear();
   for_each_subject([&]<class S>() {
     register_scale<S>();
-    for (const Shape shape : kShapes) {
-      for (const ScaleOp op : kScaleOps) names.push_back(scale_name(op, shape, S::kName));
-    }
-  }, g_settings.scale_absl);
+    for (const Shape shape : kShapes) names.push_back(scale_name(shape, S::kName));
+  });
   const bool ran_scale = run_phase(reporter, names);
-  filled() = {};
 
   if (!ran_w1 && !ran_mt && !ran_scale) {
     std::fprintf(stderr, "offheap_bench: --benchmark_filter=%s selects no benchmark\n",
@@ -1350,12 +1327,12 @@ int run(int argc, char** argv) {
     return 2;
   }
   print_platform();
-  if (ran_w1) print_w1_summary(reporter);
-  if (ran_mt) {
-    print_mt_summary(reporter);
-    print_fence_summary(reporter);
-  }
-  if (ran_scale) print_scale_summary(reporter);
+  const Report report(reporter);
+  if (ran_w1) report.print_w1();
+  if (ran_mt) report.print_mt();
+  if (ran_scale) report.print_scale();
+  report.print_markdown(ran_w1 || ran_mt, ran_scale);
+  report.print_targets();
   benchmark::Shutdown();
 
   if (!reporter.errors().empty() || g_wrong_values != 0) {

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+// The subjects the benchmark measures, each used as a user who chose it would
+// use it: its lookup with the caller's std::string_view key wherever the
+// library takes one (no key copy), pre-sized exactly when offheap::Store is,
+// with its documented fast options. This header holds the interface and the
+// single-process maps; concurrent_peers.hpp holds libcuckoo and oneTBB,
+// file_peers.hpp LMDB, RocksDB and Tkrzw. Each peer is compiled in only when
+// CMake found it (OFFHEAP_BENCH_HAVE_<NAME>).
+//
+// A subject S:
+//   S::kName                    its name in benchmark names and tables
+//   S::kThreadSafe              may several threads put and get at once
+//   S::describe()               its configuration: library, version, options,
+//                               lookup and write forms
+//   S::sizing(n)                how it is sized for n entries (0: not pre-sized)
+//   S(n)                        empty, pre-sized for n entries (0: not)
+//   S::Session s(subject)       what one thread keeps between operations
+//                               (LMDB: its read transaction; RocksDB: its
+//                               ReadOptions and PinnableSlice); one per thread
+//   put(s, key, value)          insert or overwrite
+//   get(s, key, out) -> bool    copy the value into `out` (a reused string)
+//   settle()                    after a fill, untimed (offheap: maintain())
+//   files()                     the directory of its files, or empty
+//
+// Every get does the same work: find the key, copy the value into the
+// caller's reused std::string under the subject's own read protection. Every
+// put is one write as the library makes it: find-or-insert then assign in
+// place for the hash maps (no allocation on an overwrite), one transaction
+// for LMDB, one Put for RocksDB, one Set for Tkrzw.
+#pragma once
+
+#include <offheap/offheap.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#if defined(OFFHEAP_BENCH_HAVE_ABSL)
+#include <absl/base/config.h>
+#include <absl/container/flat_hash_map.h>
+#endif
+
+namespace offheap_bench {
+
+/// The session of a subject that keeps nothing per thread.
+template <class S>
+struct NoSession {
+  explicit NoSession(S&) noexcept {}
+};
+
+class StoreSubject {
+ public:
+  static constexpr const char* kName = "offheap::Store";
+  static constexpr bool kThreadSafe = true;
+  using Session = NoSession<StoreSubject>;
+
+  static std::string describe() {
+    const StoreSubject probe(0);
+    return "offheap " + std::to_string(offheap::kVersionMajor) + "." +
+           std::to_string(offheap::kVersionMinor) + "." + std::to_string(offheap::kVersionPatch) +
+           ", offheap::Store in anonymous memory, Options at their defaults (" +
+           std::to_string(probe.store_.stats().shards) +
+           " shards here, background maintenance) but expected_entries; get(string_view, "
+           "std::string&) copies out; put(string_view, string_view)";
+  }
+  static std::string sizing(std::uint64_t n) {
+    return n != 0 ? "expected_entries = " + std::to_string(n)
+                  : "expected_entries = 0 (starts small, grows)";
+  }
+
+  explicit StoreSubject(std::uint64_t expected_entries) : store_(options(expected_entries)) {}
+
+  void put(Session&, std::string_view key, std::string_view value) { store_.put(key, value); }
+  bool get(Session&, std::string_view key, std::string& out) const { return store_.get(key, out); }
+  /// After a fill, untimed: frees what growth replaced.
+  void settle() { store_.maintain(); }
+  std::filesystem::path files() const { return {}; }
+
+ private:
+  static offheap::Options options(std::uint64_t expected_entries) {
+    offheap::Options o;
+    o.expected_entries = expected_entries;
+    return o;
+  }
+  offheap::Store store_;
+};
+
+#if defined(OFFHEAP_BENCH_HAVE_ABSL)
+class AbslSubject {
+ public:
+  static constexpr const char* kName = "absl::flat_hash_map";
+  static constexpr bool kThreadSafe = false;
+  using Session = NoSession<AbslSubject>;
+
+  static std::string describe() {
+    return "abseil LTS " + std::to_string(ABSL_LTS_RELEASE_VERSION) +
+           ", absl::flat_hash_map<std::string, std::string> (absl::Hash; heterogeneous "
+           "lookup: find and try_emplace take the string_view, no key copy); get: find, copy "
+           "out; put: try_emplace(string_view) then assign (no allocation on an overwrite); "
+           "one thread only";
+  }
+  static std::string sizing(std::uint64_t n) {
+    return n != 0 ? "reserve(" + std::to_string(n) + ")" : "not reserved (grows)";
+  }
+
+  explicit AbslSubject(std::uint64_t expected_entries) {
+    if (expected_entries != 0) map_.reserve(expected_entries);
+  }
+
+  /// Find-or-insert, then assign the value (reuses the value's capacity).
+  void put(Session&, std::string_view key, std::string_view value) {
+    const auto r = map_.try_emplace(absl::string_view(key.data(), key.size()));
+    r.first->second.assign(value.data(), value.size());
+  }
+  /// Find, then copy the value into out (the same work as Store::get).
+  bool get(Session&, std::string_view key, std::string& out) const {
+    const auto it = map_.find(absl::string_view(key.data(), key.size()));
+    if (it == map_.end()) return false;
+    out.assign(it->second.data(), it->second.size());
+    return true;
+  }
+  void settle() noexcept {}
+  std::filesystem::path files() const { return {}; }
+
+ private:
+  absl::flat_hash_map<std::string, std::string> map_;
+};
+#endif
+
+}  // namespace offheap_bench

@@ -254,13 +254,16 @@ TEST_CASE("the heap does not grow with the number of records", "[alloc]") {
 
 TEST_CASE("two readers and a writer allocate nothing after warm-up", "[alloc]") {
   // The concurrency issue's version of the test above: readers on their own
-  // threads (epoch slots, counter lines), a writer overwriting, removing and
-  // re-adding keys of a pre-sized store. Every call of the window is counted.
+  // threads (with record_stats, each counting on its thread's counter line,
+  // whose number it takes on its first read), a writer overwriting, removing
+  // and re-adding keys of a pre-sized store. Every call of the window is
+  // counted.
   constexpr std::size_t kKeys = 20000;
   const Keys keys(kKeys, "t:");
   const std::string v64(64, 'v'), v200(200, 'w');
   offheap::Options o;
   o.expected_entries = kKeys;
+  o.record_stats = true;
   offheap::Store store(o);
   for (std::size_t i = 0; i < kKeys; ++i) store.put(keys[i], v64);
 

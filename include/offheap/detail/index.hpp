@@ -244,6 +244,7 @@ class Index {
     IndexTable::destroy(table_);
     drop_all(retired_);
     drop_all(spares_);
+    drop_all(lost_);
   }
 
   // ---- reader side ---------------------------------------------------------
@@ -536,8 +537,12 @@ class Index {
   std::uint64_t capacity() const noexcept { return table_->capacity(); }
   std::uint64_t mapped_bytes() const noexcept { return table_->mapped_bytes; }
   /// Address space of replaced tables kept (none of it resident once dropped).
-  std::uint64_t retired_bytes() const noexcept { return bytes_of(retired_) + bytes_of(spares_); }
-  std::uint64_t retired_tables() const noexcept { return count_of(retired_) + count_of(spares_); }
+  std::uint64_t retired_bytes() const noexcept {
+    return bytes_of(retired_) + bytes_of(spares_) + bytes_of(lost_);
+  }
+  std::uint64_t retired_tables() const noexcept {
+    return count_of(retired_) + count_of(spares_) + count_of(lost_);
+  }
 
  private:
   static void set_ctrl(IndexTable* t, std::uint64_t slot, std::uint8_t value) noexcept {

@@ -147,3 +147,62 @@ TEST_CASE("review10: a store cleared inside walks keeps its address space bounde
                  << table_kib << " KiB");
   CHECK(after - before <= table_kib);
 }
+
+// Two threads walk by turns so that one walk is always in progress (each
+// leaves only once the other is inside): the WalkGate's count never falls
+// to 0, so drop_retired() never gives anything back. Every table that a
+// writer's churn replaces then stays as it was, resident, for as long as
+// walks overlap; epochs (the previous design) freed each once the walks
+// that could hold it had ended.
+#include <atomic>
+#include <thread>
+
+TEST_CASE("review10: overlapping walks do not keep every replaced table resident",
+          "[store][review10]") {
+  offheap::Options o;
+  o.shards = 1;
+  o.background_maintenance = false;
+  offheap::Store s(o);
+  for (int i = 0; i < 8; ++i) s.put("stable" + std::to_string(i), "s");
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> a_entered{0}, b_entered{0};
+  const auto wait_for = [&](const std::atomic<std::uint64_t>& x, std::uint64_t at_least) {
+    while (x.load() < at_least && !stop.load()) std::this_thread::yield();
+  };
+  std::thread a([&] {
+    for (std::uint64_t i = 1; !stop.load(); ++i) {
+      bool first = true;
+      s.for_each([&](std::string_view, std::string_view) {
+        if (first) a_entered.store(i);
+        first = false;
+        wait_for(b_entered, i);  // leaves walk i only once b is inside its walk i
+      });
+    }
+  });
+  std::thread b([&] {
+    for (std::uint64_t i = 1; !stop.load(); ++i) {
+      bool first = true;
+      s.for_each([&](std::string_view, std::string_view) {
+        if (first) b_entered.store(i);
+        first = false;
+        wait_for(a_entered, i + 1);  // leaves walk i only once a is inside its walk i + 1
+      });
+    }
+  });
+  std::uint64_t most = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int round = 0; std::chrono::steady_clock::now() - start < std::chrono::seconds(2); ++round) {
+    // Keys put then removed: the index is rebuilt (replaced) every batch or two.
+    for (int i = 0; i < 40; ++i) s.put("churn" + std::to_string(round * 40 + i), "x");
+    for (int i = 0; i < 40; ++i) s.remove("churn" + std::to_string(round * 40 + i));
+    s.maintain();
+    most = std::max(most, s.stats().retired_tables);
+  }
+  const std::uint64_t walks = a_entered.load() + b_entered.load();
+  stop.store(true);
+  a.join();
+  b.join();
+  INFO(walks << " walks; at most " << most << " replaced tables kept at once");
+  CHECK(walks > 10);
+  CHECK(most <= 16);
+}

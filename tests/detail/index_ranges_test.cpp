@@ -189,20 +189,27 @@ TEST_CASE("review10: overlapping walks do not keep every replaced table resident
       });
     }
   });
-  std::uint64_t most = 0;
+  // The most tables kept at once in the first second and in the third: a
+  // bound, not a count that keeps growing with the time walks overlap.
+  std::uint64_t first = 0, third = 0;
   const auto start = std::chrono::steady_clock::now();
-  for (int round = 0; std::chrono::steady_clock::now() - start < std::chrono::seconds(2); ++round) {
+  for (int round = 0;; ++round) {
+    const auto t = std::chrono::steady_clock::now() - start;
+    if (t >= std::chrono::seconds(3)) break;
     // Keys put then removed: the index is rebuilt (replaced) every batch or two.
     for (int i = 0; i < 40; ++i) s.put("churn" + std::to_string(round * 40 + i), "x");
     for (int i = 0; i < 40; ++i) s.remove("churn" + std::to_string(round * 40 + i));
     s.maintain();
-    most = std::max(most, s.stats().retired_tables);
+    const std::uint64_t kept = s.stats().retired_tables;
+    if (t < std::chrono::seconds(1)) first = std::max(first, kept);
+    if (t >= std::chrono::seconds(2)) third = std::max(third, kept);
   }
   const std::uint64_t walks = a_entered.load() + b_entered.load();
   stop.store(true);
   a.join();
   b.join();
-  INFO(walks << " walks; at most " << most << " replaced tables kept at once");
+  INFO(walks << " walks; at most " << first << " replaced tables kept at once in the first second, "
+             << third << " in the third");
   CHECK(walks > 10);
-  CHECK(most <= 16);
+  CHECK(third <= first + first / 2 + 32);
 }

@@ -51,13 +51,13 @@ struct Tables {
   /// A walk during which the table is cleared three times, then one clear
   /// after it (which gives back what the walk kept).
   void cycle() {
-    walks.enter();
+    const unsigned ticket = walks.enter();
     for (int i = 0; i < 3; ++i) {
       fill();
       index.clear(walks);
       note();
     }
-    walks.leave();
+    walks.leave(ticket);
     fill();
     index.clear(walks);
     note();

@@ -54,7 +54,8 @@ struct Stats {
   // Index tables that growth or clear() replaced: their address ranges stay
   // mapped for readers that may still be inside (their pages go back to the
   // OS once no for_each walk is in progress) and are reused by later tables
-  // of their size. Bounded: at most four times the current tables' bytes.
+  // of their size. Bounded: at most four times the current tables' bytes,
+  // plus what was replaced at once while for_each walks held it.
   std::uint64_t retired_tables = 0;
   std::uint64_t retired_bytes = 0;  ///< address space, included in mapped_bytes
 

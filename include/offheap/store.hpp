@@ -418,11 +418,11 @@ class OffHeapStore {
   template <class F>
   void for_each(F&& fn) const {
     std::string k, v;
-    walks_.enter();
     struct Leave {
       detail::WalkGate& gate;
-      ~Leave() { gate.leave(); }
-    } leave{walks_};
+      unsigned ticket;
+      ~Leave() { gate.leave(ticket); }
+    } leave{walks_, walks_.enter()};
     for (const Shard& s : shards_) s.for_each(fn, k, v);
   }
 
@@ -554,7 +554,7 @@ class OffHeapStore {
   class Shards {
    public:
     Shards(std::uint32_t n, const detail::ShardConfig& c, const std::string& name,
-           const typename P::Hash& hash, const detail::WalkGate& walks)
+           const typename P::Hash& hash, detail::WalkGate& walks)
         : n_(n),
           shards_(static_cast<Shard*>(::operator new(sizeof(Shard) * n, std::align_val_t{64}))) {
       std::uint32_t built = 0;

@@ -222,10 +222,10 @@ TEST_CASE("replaced tables read as zeros and their ranges are reused, never unma
   for (int i = 0; i < 6; ++i) y.add(rng());
   const offheap::detail::TableView walked = y.index.acquire_view();
   const std::uint64_t before = offheap::detail::load_acquire(walked.ctrl_word(0));
-  y.walks.enter();
+  const unsigned ticket = y.walks.enter();
   y.add(rng());  // grows while the walk is inside
   CHECK(offheap::detail::load_acquire(walked.ctrl_word(0)) == before);
-  y.walks.leave();
+  y.walks.leave(ticket);
   y.index.drop_retired(y.walks);
   CHECK(offheap::detail::load_acquire(walked.ctrl_word(0)) == 0);
 }

@@ -37,15 +37,20 @@
 // complete; the old one goes to the caller to retire.
 //
 // Readers write nothing and hold nothing: a table that growth or clear()
-// replaced is never unmapped while the index lives. Once no walk
-// (for_each) is in progress its pages go back to the OS (zero pages for a
-// reader still inside: every control byte reads empty, every location 0)
-// and its address range is kept for a later table of the same size (a
-// reader still inside then reads that table's slots). Either way a stale
-// reader stays inside the range it loaded, since the group mask came with
-// the table word, and concludes nothing from what it reads there: see the
-// generation below. Ranges kept: at most two per size, so at most four
-// times the current table's address space per shard, none of it resident.
+// replaced is never unmapped while the index lives. Once every walk
+// (for_each) that may be inside it has ended (WalkGate) its pages go back
+// to the OS (zero pages for a reader still inside: every control byte
+// reads empty, every location 0) and its address range is kept for a
+// later table of the same size (a reader still inside then reads that
+// table's slots). Either way a stale reader stays inside the range it
+// loaded, since the group mask came with the table word, and concludes
+// nothing from what it reads there: see the generation below. Ranges
+// kept, none of them resident: with no walk in progress at most two per
+// size (one a same-size rebuild or clear() left, which the next one takes
+// back, and one growth left), so at most four times the current table's
+// address space per shard; plus as many as were replaced at once while
+// walks held them (taken again by later tables of their size: they do not
+// pile up from one walk to the next).
 //
 // A generation counter says when readers' conclusions from a table went
 // stale: growth bumps it after publishing the new table (an old table is
@@ -80,7 +85,9 @@ struct IndexTable {
   std::uint64_t groups;        // a power of two >= 1
   std::uint64_t mapped_bytes;  // of the whole block
   IndexTable* next_retired;    // links tables waiting to be dropped or reused
-  std::uint64_t reserved[5];   // the header fills the first line
+  std::uint64_t retire_tag;    // the walk epoch it was replaced in (WalkGate::tag)
+  std::uint64_t from_file;     // 1: mapped privately from a state file
+  std::uint64_t reserved[3];   // the header fills the first line
 
   std::uint64_t capacity() const noexcept { return groups * kSlotsPerGroup; }
   /// The lines: word 8g is group g's control word, 8g + 1 + i its location i.
@@ -110,6 +117,8 @@ struct IndexTable {
     t->groups = groups;  // the pages are zeros: every slot is empty
     t->mapped_bytes = bytes;
     t->next_retired = nullptr;
+    t->retire_tag = 0;
+    t->from_file = 0;
     return t;
   }
   static void destroy(IndexTable* t) noexcept {
@@ -192,30 +201,66 @@ class ProbeSeq {
 };
 
 /// Walks (Store::for_each) in progress in a store. A walk goes on through a
-/// table that growth replaced under it, so while any walk is in progress
-/// replaced tables are kept as they were; their pages are dropped once
-/// none is (Index::drop_retired).
+/// table that growth replaced under it, so a replaced table is kept as it
+/// was until every walk that may be inside it has ended (Index::drop_retired).
+///
+/// Two counts, by the parity of an epoch (a grace period for walks only;
+/// lookups never touch the gate): a walk counts itself in the count of the
+/// epoch it entered; a replaced table is tagged with the epoch current
+/// after its successor was published; the epoch moves from E to E + 1 only
+/// when no walk of E - 1 is left (their count, of E + 1's parity, is 0), so
+/// at epoch E every walk of E - 2 or before has ended, and a table tagged r
+/// may go at epoch r + 2. Walks that keep overlapping (the count of walks
+/// in progress never 0) hold back only the tables replaced while they ran.
+/// Every operation is seq_cst (walks and replacements are rare): one total
+/// order, so a tag read after a walk's entry is at least that walk's epoch.
 class WalkGate {
  public:
-  /// Before the walk loads any table. The fence pairs with the one in
-  /// idle(): either the writer sees this walk, or the walk sees the table
-  /// the writer published before it looked.
-  void enter() noexcept {
-    active_.fetch_add(1, std::memory_order_relaxed);
+  /// Before the walk loads any table; returns the ticket to give leave().
+  /// The fence pairs with the one in Index::retire(): either the writer's
+  /// tag is at least this walk's epoch (read before this fence), or the
+  /// walk sees the table the writer published before its fence.
+  [[nodiscard]] unsigned enter() noexcept {
+    std::uint64_t e = epoch_.load();
+    for (;;) {
+      active_[e & 1].fetch_add(1);
+      // Counted in e's parity while the epoch was still e: flips past e + 1
+      // wait for this walk. (A flip between the load and the count would
+      // not have seen it: counted again, in the new epoch.)
+      const std::uint64_t now = epoch_.load();
+      if (now == e) break;
+      active_[e & 1].fetch_sub(1);
+      e = now;
+    }
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    return static_cast<unsigned>(e & 1);
   }
-  /// Release: the walk's reads of tables happen before a writer that sees
-  /// the count fall drops their pages (acquire in idle()).
-  void leave() noexcept { active_.fetch_sub(1, std::memory_order_release); }
-  /// After the writer published the tables it retires: no walk can be
-  /// inside them if this says true.
-  bool idle() const noexcept {
+  /// Release (seq_cst): the walk's reads of tables happen before a writer
+  /// that sees its count fall drops their pages.
+  void leave(unsigned ticket) noexcept { active_[ticket].fetch_sub(1); }
+
+  /// The epoch a table replaced now is tagged with. The caller published
+  /// the replacement first; the fence pairs with the one in enter().
+  std::uint64_t tag() const noexcept {
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return active_.load(std::memory_order_acquire) == 0;
+    return epoch_.load();
+  }
+  /// Moves the epoch on as far as ended walks allow (at most twice) and
+  /// says whether a table tagged `tag` may go: no walk of `tag` or before
+  /// is still in progress.
+  bool passed(std::uint64_t tag) noexcept {
+    for (int i = 0; i < 2; ++i) {
+      std::uint64_t e = epoch_.load();
+      if (e >= tag + 2) return true;
+      if (active_[(e + 1) & 1].load() != 0) return false;
+      epoch_.compare_exchange_strong(e, e + 1);  // another writer may have moved it: fine
+    }
+    return epoch_.load() >= tag + 2;
   }
 
  private:
-  std::atomic<std::uint64_t> active_{0};
+  std::atomic<std::uint64_t> epoch_{2};
+  std::atomic<std::uint64_t> active_[2] = {};
 };
 
 class Index {
@@ -372,7 +417,7 @@ class Index {
   /// retires the old one (retire()). Throws Error(out_of_space) if the new
   /// table cannot be mapped; the index is unchanged then.
   template <class HashOf>
-  void grow(HashOf&& hash_of, const WalkGate& walks) {
+  void grow(HashOf&& hash_of, WalkGate& walks) {
     IndexTable* old = table_;
     std::uint64_t groups = old->groups;
     if (full_ + 1 > limit_of(old->capacity()) / 2) groups *= 2;
@@ -430,7 +475,7 @@ class Index {
   /// reloads one checks slot_full() first), never discarded, which could
   /// make them read as another record's location (0, or a private file
   /// mapping's old word).
-  void clear(const WalkGate& walks) noexcept {
+  void clear(WalkGate& walks) noexcept {
     IndexTable* old = table_;
     if (full_ == 0 && tombstones_ == 0) {
       // Already empty (every location a removal left is none): no table to
@@ -474,18 +519,23 @@ class Index {
 
   /// Drops the pages of retired tables once no walk can be inside them
   /// (their ranges are kept for reuse, see the top of this file).
-  void drop_retired(const WalkGate& walks) noexcept {
-#if defined(OFFHEAP_TESTING_IGNORE_WALKS)
-    // Test-only build (tests/reclaim_test.cpp): drops them under a walk, to
-    // prove the walk test sees a walk that reads a dropped table.
-    (void)walks;
+  void drop_retired(WalkGate& walks) noexcept {
     if (retired_ == nullptr) return;
+    for (IndexTable** link = &retired_; *link != nullptr;) {
+      IndexTable* t = *link;
+#if defined(OFFHEAP_TESTING_IGNORE_WALKS)
+      // Test-only build (tests/reclaim_test.cpp): drops them under a walk, to
+      // prove the walk test sees a walk that reads a dropped table.
+      const bool may_go = true;
+      (void)walks;
 #else
-    if (retired_ == nullptr || !walks.idle()) return;
+      const bool may_go = walks.passed(t->retire_tag);
 #endif
-    while (retired_ != nullptr) {
-      IndexTable* t = retired_;
-      retired_ = t->next_retired;
+      if (!may_go) {
+        link = &t->next_retired;
+        continue;
+      }
+      *link = t->next_retired;
       give_back(t);
     }
   }
@@ -596,7 +646,8 @@ class Index {
   /// Takes a replaced table (after the new one was published and the
   /// generation moved): dropped now if no walk is in progress, else when
   /// the last one ends.
-  void retire(IndexTable* t, const WalkGate& walks) noexcept {
+  void retire(IndexTable* t, WalkGate& walks) noexcept {
+    t->retire_tag = walks.tag();  // after the publish: see WalkGate::enter()
     t->next_retired = retired_;
     retired_ = t;
     drop_retired(walks);
@@ -613,31 +664,28 @@ class Index {
     asan_poison_or_unmap(t, bytes);
     return;
 #endif
-    if (!zero_pages(t, bytes)) {
-      // Neither dropped nor replaced (out of memory): kept as it is,
-      // resident, until the index goes.
+    // Anonymous: MADV_DONTNEED (zeros on the next touch; no new mapping,
+    // which could fail or split mappings). A private file mapping (a
+    // table a clean open adopted) would read back the file's bytes: a
+    // fresh anonymous mapping goes over it instead. Either can fail (locked
+    // pages, no memory for a mapping): the range is then kept as it is,
+    // resident, never reused, and unmapped with the index.
+    const bool zeroed = t->from_file == 0 ? discard_pages_checked(t, bytes) || zero_pages(t, bytes)
+                                          : zero_pages(t, bytes);
+    if (!zeroed) {
       t->next_retired = lost_;
       lost_ = t;
       return;
     }
     // The header read zeros too: write it again (no reader reads it).
     t->mapped_bytes = bytes;
-    if (count_same(bytes) >= 2) {
-      // A third range of one size is never needed (see the top of this
-      // file); kept apart, as zero pages, until the index goes.
-      t->next_retired = lost_;
-      lost_ = t;
-      return;
-    }
+    // Kept for a later table of its size, however many there are: ranges
+    // kept apart would pile up with every walk that holds back several
+    // replacements of one size (no stale reader lets a range be unmapped).
     t->next_retired = spares_;
     spares_ = t;
   }
 
-  std::uint64_t count_same(std::uint64_t bytes) const noexcept {
-    std::uint64_t n = 0;
-    for (const IndexTable* t = spares_; t != nullptr; t = t->next_retired) n += t->mapped_bytes == bytes;
-    return n;
-  }
   static std::uint64_t bytes_of(const IndexTable* t) noexcept {
     std::uint64_t b = 0;
     for (; t != nullptr; t = t->next_retired) b += t->mapped_bytes;

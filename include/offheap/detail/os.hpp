@@ -90,6 +90,13 @@ inline void discard_pages(void* p, std::uint64_t bytes) noexcept {
   if (bytes != 0) ::madvise(p, bytes, MADV_DONTNEED);
 }
 
+/// discard_pages() that says whether the kernel did it: private anonymous
+/// pages then read as zeros at the next touch (false, e.g. for locked
+/// pages: the range is as it was).
+inline bool discard_pages_checked(void* p, std::uint64_t bytes) noexcept {
+  return bytes == 0 || ::madvise(p, bytes, MADV_DONTNEED) == 0;
+}
+
 /// Replaces whatever is mapped at [p, p + bytes) (anonymous memory or a
 /// private file mapping) with fresh anonymous zero pages, in one step: a
 /// thread reading the range meanwhile sees the old bytes or zeros, never an

@@ -134,7 +134,7 @@ class alignas(64) Shard {
   static constexpr bool kLocks = !std::is_same_v<Lock, NullLock>;
 
   Shard(const ShardConfig& config, std::uint32_t number, const std::string& name,
-        const Hash& hash, const WalkGate& walks)
+        const Hash& hash, WalkGate& walks)
       : hash_(hash), walks_(walks), journal_(journal_config(config, number), name),
         index_(config.expected_entries, name), free_(journal_, name, config.durable),
         number_(number), durable_(config.durable), verify_(config.durable && config.verify_reads),
@@ -834,7 +834,7 @@ class alignas(64) Shard {
   }
 
   const Hash& hash_;
-  const WalkGate& walks_;
+  WalkGate& walks_;
   Journal journal_;
   Index index_;
   FreeLists free_;

@@ -52,6 +52,8 @@ void Shard<P>::save_state(std::uint64_t generation) {
   h.index_bytes = t->mapped_bytes;
   IndexTable head = *t;  // as a clean open finds it: no retirement links
   head.next_retired = nullptr;
+  head.retire_tag = 0;
+  head.from_file = 0;
   const auto* slots = reinterpret_cast<const std::uint64_t*>(t + 1);
   const std::uint64_t slot_words = (t->mapped_bytes - sizeof(IndexTable)) / 8;
   h.body_hash = body_hash(static_cast<const std::uint64_t*>(free_.table_bytes()),
@@ -146,6 +148,8 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
     return false;
   }
   t->next_retired = nullptr;
+  t->retire_tag = 0;
+  t->from_file = 1;  // replaced: zero_pages() over it, not MADV_DONTNEED (index.hpp)
   const std::uint64_t old_records = free_.total_records(), old_bytes = free_.total_bytes();
   std::vector<std::uint64_t> old_table(table.size());
   std::memcpy(old_table.data(), free_.table_bytes(), h.free_table_bytes);

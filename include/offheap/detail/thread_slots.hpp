@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Small per-thread numbers, and per-thread counter lines built on them.
 //
-// A thread takes a number in [0, kMaxThreads) the first time it reads a
-// store and gives it back when it exits, so numbers stay dense. A read after
+// A thread takes a number in [0, kMaxThreads) the first time it counts a
+// read (a store with Options::record_stats) and gives it back when it
+// exits, so numbers stay dense. Reads of other stores take none. A read after
 // that (from a thread_local destructor that runs later) takes no new number,
 // which nothing would give back: it goes on the shared overflow path. A counter
 // line per (store, thread number), each on its own cache line, lets readers

@@ -670,7 +670,7 @@ class Index {
     // fresh anonymous mapping goes over it instead. Either can fail (locked
     // pages, no memory for a mapping): the range is then kept as it is,
     // resident, never reused, and unmapped with the index.
-    const bool zeroed = t->from_file == 0 ? discard_pages_checked(t, bytes) || zero_pages(t, bytes)
+    const bool zeroed = t->from_file == 0 ? discard_pages(t, bytes) || zero_pages(t, bytes)
                                           : zero_pages(t, bytes);
     if (!zeroed) {
       t->next_retired = lost_;

@@ -86,14 +86,9 @@ inline void unmap(void* p, std::uint64_t bytes) noexcept {
 
 /// Hands the pages of [p, p + bytes) back to the OS; anonymous private
 /// pages read back as zeros afterwards. `p` and `bytes` are page-aligned.
-inline void discard_pages(void* p, std::uint64_t bytes) noexcept {
-  if (bytes != 0) ::madvise(p, bytes, MADV_DONTNEED);
-}
-
-/// discard_pages() that says whether the kernel did it: private anonymous
-/// pages then read as zeros at the next touch (false, e.g. for locked
-/// pages: the range is as it was).
-inline bool discard_pages_checked(void* p, std::uint64_t bytes) noexcept {
+/// Returns whether the kernel did it (false, e.g. for locked pages: the
+/// range is then as it was).
+inline bool discard_pages(void* p, std::uint64_t bytes) noexcept {
   return bytes == 0 || ::madvise(p, bytes, MADV_DONTNEED) == 0;
 }
 

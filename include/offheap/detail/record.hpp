@@ -380,6 +380,16 @@ inline bool stamp_is_stable(std::uint64_t stamp) noexcept {
   store_partial(dst, x, n);
 }
 
+/// Whether the header `m` (read from `rec`, `avail` bytes of chunk from
+/// there) is a live record of `key` whose key and value lie inside the
+/// chunk. Lengths are checked before the key is compared; the caller
+/// validates the stamp afterwards.
+[[gnu::always_inline]] inline bool is_live_record_of(const std::byte* rec, const Meta& m,
+                                                     std::uint64_t avail, std::string_view key) noexcept {
+  return m.state() == State::live && m.key_len == key.size() &&
+         kHeaderBytes + payload_for(m.key_len, m.value_len) <= avail && key_equals(rec, key);
+}
+
 /// Copies n bytes starting `from` bytes into the payload, word by word with
 /// relaxed loads, into dst (caller-owned). The caller has bounds-checked; no
 /// word past the one holding the last byte is read. Inline for a value that

@@ -190,9 +190,7 @@ class alignas(64) Shard {
           const std::uint64_t s1 = record::read_stamp(rec);
           if (!record::stamp_is_stable(s1)) [[unlikely]] goto slow;
           const record::Meta rm = record::read_meta(rec);
-          const bool mine = rm.state() == record::State::live && rm.key_len == key.size() &&
-                            record::kHeaderBytes + record::payload_for(rm.key_len, rm.value_len) <= avail &&
-                            record::key_equals(rec, key);
+          const bool mine = record::is_live_record_of(rec, rm, avail, key);
           if (!record::validate(rec, s1)) [[unlikely]] goto slow;
           if (!mine) {
             // Another key's record, while the slot still leads here.
@@ -679,9 +677,7 @@ class alignas(64) Shard {
         continue;  // reloads the slot
       }
       const record::Meta m = record::read_meta(rec);
-      const bool mine = m.state() == record::State::live && m.key_len == key.size() &&
-                        record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail &&
-                        record::key_equals(rec, key);
+      const bool mine = record::is_live_record_of(rec, m, avail, key);
       if (!record::validate(rec, s1)) continue;
       if (mine) {
         // The record is the key's only while the slot still leads to it and

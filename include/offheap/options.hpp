@@ -81,6 +81,18 @@ struct Options {
   /// a read writes nothing, and stats() reports gets, hits and misses as 0.
   bool record_stats = false;
 
+  /// Caches (a policy with eviction, e.g. offheap::Cache): the most bytes of
+  /// records the cache holds, counted as Stats::live_bytes counts them (each
+  /// record's 24-byte header, key, value and padding to 8 bytes), split
+  /// evenly among the shards. The maintenance thread (or maintain()) evicts
+  /// down to it; writers may pass it by a slack of 1/16 (at least 4 KiB per
+  /// shard) before they evict from their own shard first, so live bytes
+  /// never pass capacity_bytes * 17/16 (+ 4 KiB per shard). The index,
+  /// free space and the policy's structures are not counted (Stats shows
+  /// them). Required (> 0) for a cache; a store (no eviction) refuses
+  /// anything but 0 (Errc::invalid_argument).
+  std::uint64_t capacity_bytes = 0;
+
   /// Pre-sizes the index for this many entries, so that a store filled up to
   /// it never rehashes (and new keys allocate nothing). 0: start small.
   /// Range 0 - kMaxExpectedEntries (2^40); a larger value is refused with

@@ -13,15 +13,25 @@
 //   static constexpr bool in_place_updates  (default true): an overwrite
 //     whose record fits the old slot rewrites it under the seqlock instead of
 //     writing a new record.
+//   using Eviction  (default eviction::NoEviction): what a full cache
+//     evicts with (eviction/policy.hpp): eviction::S3Fifo (readers count
+//     hits in the index slot), eviction::Lru or eviction::WTinyLfu
+//     (readers' hits go through per-thread buffers). A policy with
+//     eviction needs Options::capacity_bytes.
 #pragma once
 
 #include <offheap/detail/hash.hpp>
+#include <offheap/eviction/lru.hpp>
+#include <offheap/eviction/none.hpp>
+#include <offheap/eviction/s3fifo.hpp>
+#include <offheap/eviction/w_tiny_lfu.hpp>
 
 #include <atomic>
 #include <concepts>
 #include <cstdint>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 
 namespace offheap {
 
@@ -81,6 +91,18 @@ concept Policy = requires {
       lock.unlock();
     } && std::default_initializable<typename P::Lock>;
 
+namespace detail {
+template <class P>
+struct EvictionOf {
+  using type = eviction::NoEviction;
+};
+template <class P>
+  requires requires { typename P::Eviction; }
+struct EvictionOf<P> {
+  using type = typename P::Eviction;
+};
+}  // namespace detail
+
 /// Optional policy members with their defaults.
 template <class P>
 struct PolicyTraits {
@@ -91,6 +113,9 @@ struct PolicyTraits {
       return true;
     }
   }();
+  using Eviction = typename detail::EvictionOf<P>::type;
+  static_assert(eviction::EvictionPolicy<Eviction>);
+  static constexpr bool evicts = !std::is_same_v<Eviction, eviction::NoEviction>;
 };
 
 /// A database: no eviction, thread-safe writers, seeded hash.
@@ -107,7 +132,31 @@ struct SingleWriterPolicy : StorePolicy {
   static constexpr std::uint8_t id = 2;
 };
 
+/// A cache: byte capacity (Options::capacity_bytes), S3-FIFO eviction.
+struct CachePolicy : StorePolicy {
+  using Eviction = eviction::S3Fifo;
+  static constexpr std::uint8_t id = 3;
+};
+
+/// A cache that evicts the least recently used record. Readers' hits reach
+/// the list through per-thread buffers that maintenance drains (lossy).
+struct LruCachePolicy : StorePolicy {
+  using Eviction = eviction::Lru;
+  static constexpr std::uint8_t id = 4;
+};
+
+/// A cache with W-TinyLFU: a window LRU, a segmented main LRU, admission by
+/// a frequency sketch, and a hill climber that sizes the window. Readers'
+/// hits go through per-thread buffers, as LruCachePolicy's.
+struct TinyLfuCachePolicy : StorePolicy {
+  using Eviction = eviction::WTinyLfu;
+  static constexpr std::uint8_t id = 5;
+};
+
 static_assert(Policy<StorePolicy>);
+static_assert(Policy<LruCachePolicy>);
+static_assert(Policy<TinyLfuCachePolicy>);
 static_assert(Policy<SingleWriterPolicy>);
+static_assert(Policy<CachePolicy>);
 
 }  // namespace offheap

@@ -61,6 +61,18 @@ struct Stats {
 
   std::uint32_t shards = 0;
 
+  // Caches (zero in a store).
+  std::uint64_t capacity_bytes = 0;   ///< Options::capacity_bytes (compare live_bytes)
+  std::uint64_t evictions = 0;        ///< records the policy evicted
+  std::uint64_t policy_entries = 0;   ///< handles the policy holds (stale ones included)
+  std::uint64_t policy_small_bytes = 0;      ///< S3-FIFO: small queue; W-TinyLFU: window
+  std::uint64_t policy_main_bytes = 0;       ///< S3-FIFO: main queue; W-TinyLFU: main
+  std::uint64_t policy_protected_bytes = 0;  ///< W-TinyLFU: protected segment
+  std::uint64_t policy_ghost_entries = 0;    ///< S3-FIFO: hashes in the ghost
+  std::uint64_t policy_window_target = 0;    ///< W-TinyLFU: the climber's window, bytes
+  std::uint64_t policy_sketch_resets = 0;    ///< W-TinyLFU
+  std::uint64_t policy_mapped_bytes = 0;     ///< the policy's own structures, in mapped_bytes
+
   // Files (file-backed stores).
   std::uint64_t corrupt_records = 0;  ///< damaged records met: dropped by recovery (a
                                       ///< checksum that fails where a record was due,

@@ -35,6 +35,7 @@
 
 #include <offheap/detail/thread_slots.hpp>
 #include <offheap/detail/hash.hpp>
+#include <offheap/detail/maintenance.hpp>
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/record.hpp>
 #include <offheap/detail/shard.hpp>
@@ -99,7 +100,18 @@ class OffHeapStore {
         counters_(options_.name),
         shards_(options_.shards, shard_config(options_, files_.get()), options_.name, hash_,
                 walks_) {
+    if constexpr (Shard::kEvicts) {
+      // Each shard holds its share; writers pass it by at most the slack
+      // (1/16 of the share, at least 4 KiB) before they evict themselves.
+      const std::uint64_t share = options_.capacity_bytes / shards_.size();
+      for (Shard& s : shards_) s.set_capacity(share, std::max<std::uint64_t>(share / 16, 4096));
+    }
     if (files_) open_shards();
+    const bool writable = !files_ || !files_->read_only;
+    if (writable && options_.background_maintenance &&
+        (Shard::kEvicts || (files_ && options_.durability == Durability::periodic))) {
+      start_maintenance();
+    }
   }
 
   /// Effects: close(), ignoring its errors (a store that cannot close
@@ -297,6 +309,13 @@ class OffHeapStore {
   /// options().sync_interval has passed since the last sync.
   /// Throws: as sync().
   void maintain() {
+    if constexpr (Shard::kEvicts) {
+      // Not in a closed store: its state is saved (an eviction would free
+      // records the saved index still leads to).
+      if (!files_ || (!files_->read_only && !files_->closed.load())) {
+        for (Shard& s : shards_) s.evict_to_capacity(~std::uint64_t{0});
+      }
+    }
     for (Shard& s : shards_) s.maintain();
     if (files_ && !options_.background_maintenance &&
         options_.durability == Durability::periodic && !files_->closed.load() &&
@@ -439,6 +458,7 @@ class OffHeapStore {
       s.deferred_records += sh.deferred_records();
     }
     s.rebuilt = rebuilt_;
+    s.capacity_bytes = options_.capacity_bytes;
     s.superseded_records = superseded_;
     s.open_seconds = open_seconds_;
     s.mapped_bytes += detail::ReadCounters::mapped_bytes();
@@ -483,6 +503,15 @@ class OffHeapStore {
                       std::to_string(o.expected_entries) + "; the limit is 2^40 (" +
                       std::to_string(Options::kMaxExpectedEntries) + ")");
     }
+    if (Shard::kEvicts && o.capacity_bytes == 0) {
+      throw Error(Errc::invalid_argument,
+                  o.name + ": a cache needs Options::capacity_bytes (the most bytes of records it holds)");
+    }
+    if (!Shard::kEvicts && o.capacity_bytes != 0) {
+      throw Error(Errc::invalid_argument,
+                  o.name + ": Options::capacity_bytes is set but this store's policy evicts nothing "
+                           "(use offheap::Cache, or a policy with an Eviction)");
+    }
     if (o.path.empty() && o.read_only) {
       throw Error(Errc::invalid_argument,
                   o.name + ": Options::read_only needs a file-backed store (Options::path)");
@@ -498,6 +527,14 @@ class OffHeapStore {
                   o.name + ": Durability::periodic with background_maintenance needs a policy "
                            "with a writer lock; with a single-writer policy set "
                            "background_maintenance = false and call maintain() from the writing thread");
+    }
+    if (!Shard::kLocks && Shard::kEvicts && !o.read_only && o.background_maintenance) {
+      // The maintenance thread evicts: without a writer lock it would be a
+      // second writer.
+      throw Error(Errc::invalid_argument,
+                  o.name + ": a cache with background_maintenance needs a policy with a writer "
+                           "lock; with a single-writer policy set background_maintenance = false "
+                           "and call maintain() from the writing thread");
     }
     // A file-backed store's shard count comes from its files when it exists
     // (open_files); a new one takes the default then.
@@ -622,6 +659,12 @@ class OffHeapStore {
   /// Writes are refused by read-only, closed and failed file-backed stores.
   void check_writable() const {
     if (files_) [[unlikely]] check_files_writable();
+    if (maintenance_ && maintenance_->failed()) [[unlikely]] throw_maintenance_failed();
+  }
+  [[noreturn, gnu::cold]] void throw_maintenance_failed() const {
+    throw Error(Errc::io_error, name() + ": the maintenance thread failed (" +
+                                    maintenance_->failure() +
+                                    "); the store refuses writes from now on (reopen it)");
   }
   [[gnu::cold]] void check_files_writable() const {
     if (files_->read_only) {
@@ -664,6 +707,9 @@ class OffHeapStore {
       rebuilt_ = rebuilt_ || (rebuilt[i] != 0 && !f.created);
       superseded_ += superseded[i];
     }
+    if constexpr (Shard::kEvicts) {
+      if (writable) parallel_for_shards([&](std::uint32_t i) { shards_.begin()[i].rebuild_policy(); });
+    }
     if (writable) {
       // Not clean from here on, durably, before the first write.
       f.meta.generation += 1;
@@ -671,9 +717,6 @@ class OffHeapStore {
       detail::write_meta(f, name());
       for (std::uint32_t i = 0; i < shards_.size(); ++i) {
         ::unlinkat(f.dir.get(), detail::format::state_file_name(i).c_str(), 0);
-      }
-      if (options_.durability == Durability::periodic && options_.background_maintenance) {
-        start_maintenance();
       }
     }
     last_sync_.store(now_ns(), std::memory_order_relaxed);
@@ -712,40 +755,34 @@ class OffHeapStore {
     if (error) std::rethrow_exception(error);
   }
 
+  /// The maintenance thread's rounds: evictions down to capacity (caches,
+  /// in batches of 256 records per shard, so that writers wait at most that
+  /// long for a shard's lock), replaced index tables dropped, a sync when
+  /// the interval has passed (Durability::periodic). Busy while a shard
+  /// still had records to evict.
   void start_maintenance() {
-    maintenance_ = std::make_unique<Maintenance>();
-    maintenance_->thread = std::thread([this] {
-      Maintenance& m = *maintenance_;
-      std::unique_lock<std::mutex> lock(m.mutex);
-      while (!m.cv.wait_for(lock, options_.sync_interval, [&] { return m.stop; })) {
-        lock.unlock();
-        try {
+    const bool periodic = files_ && options_.durability == Durability::periodic;
+    const auto idle = Shard::kEvicts ? std::chrono::nanoseconds(std::chrono::milliseconds(1))
+                                     : std::chrono::nanoseconds(options_.sync_interval);
+    maintenance_ = std::make_unique<detail::MaintenanceThread>(
+        [this, periodic] {
+          bool busy = false;
+          if constexpr (Shard::kEvicts) {
+            for (Shard& s : shards_) busy = s.evict_to_capacity(256) == 256 || busy;
+          }
           for (Shard& s : shards_) s.maintain();
-          sync_shards();
-        } catch (...) {
-          // Noted in files_->sync_error: writes now fail with the reason.
-        }
-        lock.lock();
-      }
-    });
+          if (periodic &&
+              now_ns() - last_sync_.load(std::memory_order_relaxed) >=
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(options_.sync_interval).count()) {
+            sync_shards();  // a failure is also noted in files_->sync_error
+          }
+          return busy;
+        },
+        idle);
   }
   void stop_maintenance() noexcept {
-    if (!maintenance_) return;
-    {
-      std::lock_guard<std::mutex> g(maintenance_->mutex);
-      maintenance_->stop = true;
-    }
-    maintenance_->cv.notify_all();
-    maintenance_->thread.join();
-    maintenance_.reset();
+    if (maintenance_) maintenance_->stop();
   }
-
-  struct Maintenance {
-    std::mutex mutex;
-    std::condition_variable cv;
-    bool stop = false;
-    std::thread thread;
-  };
 
   bool write(std::string_view key, std::string_view value, std::uint8_t type,
              typename Shard::Mode mode, std::string_view expected = {}) {
@@ -807,15 +844,22 @@ class OffHeapStore {
   mutable detail::WalkGate walks_;  // for_each walks in progress
   detail::ReadCounters counters_;
   Shards shards_;
-  std::unique_ptr<Maintenance> maintenance_;
   std::mutex close_mutex_;  // held by close() through its syncs (see sync())
   std::atomic<std::int64_t> last_sync_{0};  // steady clock, ns; sync() may run on two threads
   bool rebuilt_ = false;
   std::uint64_t superseded_ = 0;
   double open_seconds_ = 0;
+  // Last: destroyed (stopped and joined) first, while the shards still exist.
+  std::unique_ptr<detail::MaintenanceThread> maintenance_;
 };
 
 /// A database: no eviction; readers lock-free, writers serialized.
 using Store = OffHeapStore<StorePolicy>;
+/// A cache of Options::capacity_bytes: S3-FIFO eviction.
+using Cache = OffHeapStore<CachePolicy>;
+/// A cache that evicts the least recently used record.
+using LruCache = OffHeapStore<LruCachePolicy>;
+/// A cache with W-TinyLFU eviction.
+using TinyLfuCache = OffHeapStore<TinyLfuCachePolicy>;
 
 }  // namespace offheap

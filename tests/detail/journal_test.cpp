@@ -148,7 +148,7 @@ TEST_CASE("reset keeps the chunks and starts over from chunk 0", "[journal]") {
   CHECK(chunks >= 2);
   std::byte* p = j.at(Location::make(0, 0));
   p[0] = std::byte{0x5A};
-  j.reset();
+  j.reset(false);
   CHECK(j.used_bytes() == 0);
   CHECK(p[0] == std::byte{0});  // pages handed back read as zeros
   CHECK(j.append(64, left.fn()) == Location::make(0, 0));

@@ -84,6 +84,15 @@ inline constexpr std::uint64_t kEndWordOffset = 64;
 /// every insert and removal. A hint that sizes the index a rebuild starts
 /// with (so that it never rehashes); trusted for nothing else.
 inline constexpr std::uint64_t kRecordsHintOffset = 72;
+/// Chunk 0 only: the clear mark, clear_mark(salt) while a clear() of the
+/// shard is under way (stored before the first end word changes, removed
+/// once every chunk is zeroed), else 0. An open that finds it finishes the
+/// clear (a read-only one sees an empty shard): a clear cut short by a crash
+/// must not leave some chunks emptied and others not, which could bring
+/// back a record whose removal (a dead marker) was in an emptied chunk, or
+/// stale records under ends that later writes move forward. Any other
+/// value is ignored (damage: the records stay).
+inline constexpr std::uint64_t kClearMarkOffset = 80;
 
 /// Shard s's state file, written at a clean close: this header at offset 0,
 /// the free-list table at free_table_offset, the index table (IndexTable and
@@ -160,6 +169,10 @@ constexpr bool end_word_valid(std::uint64_t word, std::uint64_t salt) noexcept {
   return end_word(word & 0x0000FFFFFFFFFFFFull, salt) == word;
 }
 constexpr std::uint64_t end_of(std::uint64_t word) noexcept { return word & 0x0000FFFFFFFFFFFFull; }
+/// The clear mark of a shard whose chunk 0 end word has salt `salt`.
+constexpr std::uint64_t clear_mark(std::uint64_t salt) noexcept {
+  return detail::mix64(salt ^ 0x436C656172696E67ull) | 1;  // never 0
+}
 
 /// A fast 64-bit checksum of `words` 8-byte words (four independent lanes):
 /// catches damage in the state files' tables at memory speed.

@@ -36,7 +36,10 @@
 // that a reader needs no load from the table's header) after it is
 // complete; the old one goes to the caller to retire.
 //
-// Readers write nothing and hold nothing: a table that growth or clear()
+// Readers hold nothing, and write nothing but, in an S3-FIFO cache, the
+// low 2 bits of a slot word they validated (one compare-and-swap that
+// raises a frequency; Shard::raise_frequency), which is why writers load
+// slot words atomically too. A table that growth or clear()
 // replaced is never unmapped while the index lives. Once every walk
 // (for_each) that may be inside it has ended (WalkGate) its pages go back
 // to the OS (zero pages for a reader still inside: every control byte
@@ -352,7 +355,9 @@ class Index {
       const std::uint64_t w = *t->ctrl_word(g);
       for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
         const std::uint64_t slot = g * 8 + ctrl::first(m);
-        if (is_key(Location::from_raw(*t->slot_word(slot)))) {
+        // Relaxed: a cache's readers may raise the word's policy bits
+        // (Shard::raise_frequency) meanwhile.
+        if (is_key(Location::from_slot(load_relaxed(t->slot_word(slot))))) {
           f.found = true;
           f.slot = slot;
           return f;
@@ -384,10 +389,23 @@ class Index {
     ++full_;
   }
 
-  /// Points a full slot at a new record. Release: pairs with the reader's
-  /// acquire load of the location, so the new record's words are visible.
+  /// Points a full slot at a new record, keeping its policy bits. Release:
+  /// pairs with the reader's acquire load of the location, so the new
+  /// record's words are visible.
   void update(std::uint64_t slot, Location loc) noexcept {
-    store_release(table_->slot_word(slot), loc.raw());
+    std::uint64_t* w = table_->slot_word(slot);
+    store_release(w, loc.raw() | (load_relaxed(w) & Location::kSlotBits));
+  }
+  /// A full slot's policy bits (caches; 0 in a store).
+  std::uint8_t bits(std::uint64_t slot) const noexcept {
+    return static_cast<std::uint8_t>(load_relaxed(table_->slot_word(slot)) & Location::kSlotBits);
+  }
+  /// Sets a full slot's policy bits. A reader's compare-and-swap that
+  /// raises them (Shard::lookup) may be overwritten: a lost count, nothing
+  /// more, since both keep the location.
+  void set_bits(std::uint64_t slot, std::uint8_t bits) noexcept {
+    std::uint64_t* w = table_->slot_word(slot);
+    store_relaxed(w, (load_relaxed(w) & ~Location::kSlotBits) | (bits & Location::kSlotBits));
   }
 
   /// Empties a full slot. Its location word says none first, so that a
@@ -405,8 +423,20 @@ class Index {
     --full_;
   }
 
+  /// Calls fn(slot, location) for every full slot (writer side).
+  template <class F>
+  void for_each_full(F&& fn) const {
+    const IndexTable* t = table_;
+    for (std::uint64_t g = 0; g < t->groups; ++g) {
+      for (std::uint64_t m = *t->ctrl_word(g) & ctrl::kHighs; m; m &= m - 1) {
+        const std::uint64_t slot = g * 8 + ctrl::first(m);
+        fn(slot, Location::from_slot(load_relaxed(t->slot_word(slot))));
+      }
+    }
+  }
+
   Location location(std::uint64_t slot) const noexcept {
-    return Location::from_raw(*table_->slot_word(slot));
+    return Location::from_slot(load_relaxed(table_->slot_word(slot)));
   }
 
   /// Rebuilds the table so that one more entry fits: twice the capacity when
@@ -427,10 +457,10 @@ class Index {
       const std::uint64_t w = *old->ctrl_word(g);
       for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
         const std::uint64_t slot = g * 8 + ctrl::first(m);
-        const Location loc = Location::from_raw(*old->slot_word(slot));
+        const std::uint64_t word = load_relaxed(old->slot_word(slot));  // with its policy bits
         std::uint64_t h = 0;
-        if (!hash_of(loc, h)) continue;  // a damaged record: left out
-        place(t, h, loc);
+        if (!hash_of(Location::from_slot(word), h)) continue;  // a damaged record: left out
+        place(t, h, word);
         ++kept;
       }
     }
@@ -605,13 +635,13 @@ class Index {
 
   /// Inserts into a table no reader can see yet (but a stale reader may be
   /// inside its range, if it is reused: atomic stores).
-  static void place(IndexTable* t, std::uint64_t hash, Location loc) noexcept {
+  static void place(IndexTable* t, std::uint64_t hash, std::uint64_t word) noexcept {
     for (ProbeSeq seq(hash, t->groups - 1);; seq.next()) {
       const std::uint64_t g = seq.group();
       std::uint64_t* cw = t->ctrl_word(g);
       if (const std::uint64_t a = ctrl::match_available(*cw)) {
         const std::uint64_t slot = g * 8 + ctrl::first(a);
-        store_relaxed(t->slot_word(slot), loc.raw());
+        store_relaxed(t->slot_word(slot), word);
         const unsigned shift = 8 * (slot % 8);
         store_relaxed(cw, *cw | std::uint64_t{ctrl::tag_of(hash)} << shift);
         return;

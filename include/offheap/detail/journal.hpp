@@ -47,6 +47,12 @@
 
 namespace offheap::detail {
 
+#if defined(OFFHEAP_TESTING_CLEAR_HOOK)
+/// Test builds only (tests/hooks/clear_crash_test.cpp): called after each
+/// step of Journal::reset() on a file-backed journal, with the step.
+inline void (*testing_clear_step)(int step) = nullptr;
+#endif
+
 /// Where a file-backed store keeps its files.
 struct FileBacking {
   int dir_fd = -1;
@@ -184,32 +190,75 @@ class Journal {
 
   /// Empties the journal: every chunk's pages go back to the OS and read as
   /// zeros (a stamp no reader accepts); the chunks stay mapped for reuse.
-  /// File-backed: every end word goes to 0 first (recovery reads nothing
-  /// past an end), then every chunk's records are zeroed in the file, space
-  /// kept (FALLOC_FL_ZERO_RANGE; else a punched hole reserved again; else
-  /// stores of zeros), so that no stale record of the cleared store is left
-  /// for any later end word to cover. Readers holding old locations are
-  /// turned away by the index generation, which clear() moves first.
-  /// Returns 0, or ENOSPC if a hole could not be reserved again (the caller
-  /// then refuses writes: a store into a hole could fault on a full disk).
-  int reset() noexcept {
+  /// File-backed, in steps that a crash may cut anywhere: the clear mark
+  /// goes into chunk 0's header (format.hpp: an open that finds it finishes
+  /// the clear, so a crash never leaves some chunks emptied and others
+  /// not), every end word goes to 0 (recovery reads nothing past an end),
+  /// every chunk's records are zeroed in the file, space kept
+  /// (FALLOC_FL_ZERO_RANGE; else a punched hole reserved again; else stores
+  /// of zeros) so that no stale record of the cleared store is left for any
+  /// later end word to cover, and the mark goes. `durable_steps`
+  /// (every_write): each step is written to disk before the next, so that a
+  /// power loss also finds the store either cleared or whole. Readers
+  /// holding old locations are turned away by the index generation, which
+  /// clear() moves first. Returns 0, ENOSPC if a hole could not be reserved
+  /// again (the caller then refuses writes: a store into a hole could fault
+  /// on a full disk), or the errno of a failed msync (the mark then stays,
+  /// and the next open finishes the clear).
+  int reset(bool durable_steps) noexcept {
     int err = 0;
+    // None: the next append starts at chunk 0. (File-backed: chunk 0 at
+    // offset 0, so that record_after() sees every other chunk as past the
+    // tail.) Set first: the steps below may return early (a failed msync).
+    tail_chunk_ = files() && chunks_ != 0 ? 0 : chunks_;
+    tail_offset_ = 0;
+    used_bytes_ = 0;
     if (files()) {
-      for (std::uint32_t c = 0; c < chunks_; ++c) set_end(c, 0);
+      if (chunks_ != 0) {
+#if !defined(OFFHEAP_TESTING_NO_CLEAR_MARK)  // (a broken twin: tests/hooks/clear_crash_test.cpp)
+        set_clear_mark(true);
+#endif
+        testing_step(kClearMarked);
+        if (durable_steps) {
+          if (const int e = sync_range(Location::make(0, 0), 0)) return e;
+        }
+      }
+      for (std::uint32_t c = 0; c < chunks_; ++c) {
+        set_end(c, 0);
+        testing_step(kClearEndStored);
+      }
       for (std::uint32_t c = 0; c < chunks_; ++c) {
         if (const int e = zero_chunk(c); e != 0 && err == 0) err = e;
+        testing_step(kClearChunkZeroed);
+      }
+      if (durable_steps) {
+        for (std::uint32_t c = 0; c < chunks_; ++c) {
+          if (const int e = sync_chunk(c)) return e;
+        }
+      }
+      if (chunks_ != 0) {
+        set_clear_mark(false);
+        testing_step(kClearUnmarked);
+        if (durable_steps) {
+          if (const int e = sync_range(Location::make(0, 0), 0)) return e;
+        }
       }
     } else {
       for (std::uint32_t c = 0; c < chunks_; ++c) discard_pages(chunk_base(c), chunk_size(c));
     }
-    // None: the next append starts at chunk 0. (File-backed: chunk 0 at
-    // offset 0, so that record_after() sees every other chunk as past the
-    // tail.)
-    tail_chunk_ = files() && chunks_ != 0 ? 0 : chunks_;
-    tail_offset_ = 0;
-    used_bytes_ = 0;
     return err;
   }
+
+  /// Whether chunk 0's header holds the clear mark: a clear() of this
+  /// shard was cut short (file-backed journals only).
+  bool clear_marked() const noexcept {
+    if (!files() || chunks_ == 0) return false;
+    return load_relaxed(word_at(chunk_base(0) - format::kChunkHeaderBytes + format::kClearMarkOffset)) ==
+           format::clear_mark(end_salt(0));
+  }
+
+  /// The steps of reset() a test hook sees (OFFHEAP_TESTING_CLEAR_HOOK).
+  enum ClearStep : int { kClearMarked, kClearEndStored, kClearChunkZeroed, kClearUnmarked };
 
   std::uint32_t chunks() const noexcept { return chunks_; }
   std::uint64_t chunk_size(std::uint32_t c) const noexcept { return entry(c)[1]; }
@@ -242,6 +291,17 @@ class Journal {
     store_relaxed(word_at(chunk_base(c) - format::kChunkHeaderBytes + format::kEndWordOffset),
                   format::end_word(end, end_salt(c)));
     mark_dirty(c);
+  }
+  /// Stores or removes the clear mark (format.hpp). One 8-byte store.
+  void set_clear_mark(bool on) noexcept {
+    store_relaxed(word_at(chunk_base(0) - format::kChunkHeaderBytes + format::kClearMarkOffset),
+                  on ? format::clear_mark(end_salt(0)) : 0);
+    mark_dirty(0);
+  }
+  static void testing_step([[maybe_unused]] ClearStep step) noexcept {
+#if defined(OFFHEAP_TESTING_CLEAR_HOOK)
+    if (testing_clear_step != nullptr) testing_clear_step(step);
+#endif
   }
   /// The records hint of chunk 0 (format.hpp); file-backed journals only.
   void set_records_hint(std::uint64_t n) noexcept {
@@ -342,7 +402,15 @@ class Journal {
     std::snprintf(name, sizeof name, "s%04u-c%05u.chunk", config_.shard, c);
     const auto from = static_cast<off_t>(format::kChunkHeaderBytes);
     const auto len = static_cast<off_t>(chunk_size(c));
-    const int fd = ::openat(f.dir_fd, name, O_RDWR | O_CLOEXEC);
+    // Not through a symbolic link, and only the file of the chunk's size:
+    // a name swapped since the open must not get another file zeroed.
+    int fd = ::openat(f.dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st {};
+    if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+                    static_cast<std::uint64_t>(st.st_size) != format::kChunkHeaderBytes + chunk_size(c))) {
+      ::close(fd);
+      fd = -1;
+    }
     if (fd >= 0) {
       int err = -1;
       if (::fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, from, len) == 0) {

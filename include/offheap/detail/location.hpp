@@ -36,6 +36,14 @@ class Location {
     return Location((std::uint64_t{chunk} << kOffsetBits) | offset);
   }
   static constexpr Location none() noexcept { return Location(~std::uint64_t{0}); }
+  /// The low bits of a location, always 0, where a cache's index slot keeps
+  /// the record's eviction-policy bits (none is all ones, and no location
+  /// is none with bits: offset kMaxOffset in chunk 65535 holds no record).
+  static constexpr std::uint64_t kSlotBits = 7;
+  /// The location in an index slot's word: the policy bits dropped.
+  static constexpr Location from_slot(std::uint64_t w) noexcept {
+    return Location((w | kSlotBits) == ~std::uint64_t{0} ? w : w & ~kSlotBits);
+  }
   static constexpr Location from_raw(std::uint64_t raw) noexcept { return Location(raw); }
 
   constexpr std::uint32_t chunk() const noexcept {

@@ -243,6 +243,18 @@ inline void set_prev_free(std::byte* rec, bool prev_free) noexcept {
   store_relaxed(word_at(rec + 8), m.encode());
 }
 
+/// Stores the eviction policy's bits (flags bits 6-7, outside the
+/// checksum) in a live record's header without a new stamp, as
+/// set_prev_free(): readers ignore them. A copy of the index slot's
+/// frequency, so that a rebuild after a crash finds it.
+inline void set_policy_bits(std::byte* rec, std::uint8_t bits) noexcept {
+  Meta m = Meta::decode(load_relaxed(word_at(rec + 8)));
+  const auto flags = static_cast<std::uint8_t>((m.flags & 0x3Fu) | ((bits & 3u) << 6));
+  if (flags == m.flags) return;
+  m.flags = flags;
+  store_relaxed(word_at(rec + 8), m.encode());
+}
+
 /// A free record's links (writer side). Relinking leaves the stamp alone:
 /// a reader never reads a free record's payload.
 inline Location free_next(const std::byte* rec) noexcept {

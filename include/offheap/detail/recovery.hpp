@@ -30,9 +30,16 @@ typename Shard<P>::Recovery Shard<P>::recover(bool writable) {
   Recovery r;
   std::vector<Location> losers;
   const std::uint32_t chunks = journal_.chunks();
+  // A clear() cut short (format.hpp, the clear mark): finished here, so
+  // that no chunk it had not emptied yet is read; a read-only open reads
+  // none.
+  const bool clear_cut_short = journal_.clear_marked();
+  if (clear_cut_short && writable) {
+    if (const int err = journal_.reset(sync_each_ || defer_frees_)) note_sync_error(err);
+  }
   // The tail chunk: the last one whose end says it holds records.
   std::uint32_t tail = chunks;
-  for (std::uint32_t c = chunks; c-- > 0;) {
+  for (std::uint32_t c = chunks; !clear_cut_short && c-- > 0;) {
     const std::uint64_t w = journal_.end_word(c);
     if (!format::end_word_valid(w, journal_.end_salt(c)) || format::end_of(w) != 0) {
       tail = c;
@@ -299,8 +306,11 @@ void Shard<P>::adopt_record(Location loc, const std::byte* rec, const record::Me
       f = find_for_write(key, h);
     }
     index_.insert(f.insert_slot, h, loc);
+    f.slot = f.insert_slot;
     records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
+  // A cache's frequency, as the record's header last kept it (cache_shard.hpp).
+  if constexpr (kSlotBits) index_.set_bits(f.slot, m.policy_bits());
   key_value_bytes_ += std::uint64_t{m.key_len} + m.value_len;
   live_bytes_ += record::kHeaderBytes + m.capacity();
 }

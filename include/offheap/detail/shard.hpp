@@ -39,6 +39,7 @@
 #include <offheap/detail/file.hpp>
 #include <offheap/detail/format.hpp>
 #include <offheap/detail/free_lists.hpp>
+#include <offheap/detail/hit_buffers.hpp>
 #include <offheap/detail/index.hpp>
 #include <offheap/detail/journal.hpp>
 #include <offheap/detail/location.hpp>
@@ -132,6 +133,54 @@ class alignas(64) Shard {
   static constexpr bool kInPlace = PolicyTraits<P>::in_place_updates;
 
   static constexpr bool kLocks = !std::is_same_v<Lock, NullLock>;
+  using Eviction = typename PolicyTraits<P>::Eviction;
+  static constexpr bool kEvicts = PolicyTraits<P>::evicts;
+  static constexpr bool kBufferedHits = Eviction::reader_hits == eviction::ReaderHits::buffered;
+  /// Caches keep each record's eviction-policy bits in its index slot.
+  static constexpr bool kSlotBits = kEvicts;
+
+  /// The location in a slot's word (without the policy bits of a cache).
+  static Location slot_location(std::uint64_t w) noexcept {
+    if constexpr (kSlotBits) {
+      return Location::from_slot(w);
+    } else {
+      return Location::from_raw(w);
+    }
+  }
+  /// A reader's hit on a cache whose policy counts reads in the slot's
+  /// low 2 bits (S3Fifo): raised while below 3, so a hot record's reads
+  /// write nothing. One compare-and-swap against the word the reader
+  /// validated: if a writer changed the slot meanwhile it fails and the
+  /// count is lost, nothing else (the word is never a value byte; a
+  /// replaced table's dropped page reads 0 and is never written, as the
+  /// load before the swap sees).
+  static void raise_frequency(const std::uint64_t* slot, std::uint64_t seen) noexcept {
+    if ((seen & 3) == 3) return;
+    auto* w = const_cast<std::uint64_t*>(slot);
+    if (load_relaxed(w) != seen) return;
+    // Relaxed: a count, ordered with nothing; writers read it under the lock.
+    std::atomic_ref<std::uint64_t>(*w).compare_exchange_strong(seen, seen + 1, std::memory_order_relaxed);
+  }
+  /// A reader whose hit ring is full: drains the shard's rings if the
+  /// writer lock is free at once (never waits), then records the hit; else
+  /// drops it.
+  [[gnu::noinline, gnu::cold]] void drain_full_ring(Location loc, std::uint64_t stamp) const {
+    if constexpr (requires { lock_.try_lock(); }) {
+      if (starving_readers_.load(std::memory_order_relaxed) != 0 || !lock_.try_lock()) return;
+      std::atomic_thread_fence(std::memory_order_release);  // as WriteLock's
+      const_cast<Shard*>(this)->drain_hits();
+      lock_.unlock();
+      hits_.record(loc.raw(), stamp);
+    }
+  }
+  /// Whether a slot's word leads to `loc` (a real location).
+  static bool leads_to(std::uint64_t w, Location loc) noexcept {
+    if constexpr (kSlotBits) {
+      return (w & ~Location::kSlotBits) == loc.raw();
+    } else {
+      return w == loc.raw();
+    }
+  }
 
   Shard(const ShardConfig& config, std::uint32_t number, const std::string& name,
         const Hash& hash, WalkGate& walks)
@@ -141,7 +190,9 @@ class alignas(64) Shard {
         sync_each_(config.durable && config.sync_each_write),
         defer_frees_(config.durable && config.defer_frees && !config.sync_each_write),
         crc_seed_(crc_seed(config.store_id, number)), sync_error_(config.sync_error),
-        deferred_(name), dead_(name) {}
+        deferred_(name), dead_(name), policy_(name),
+        count_hits_(kEvicts && !(config.journal.files != nullptr && config.journal.files->read_only)),
+        hits_(name) {}
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
   /// Requires: no reader or writer is using the shard any more.
@@ -179,7 +230,8 @@ class alignas(64) Shard {
         for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
           const std::uint64_t* slot = line + 1 + ctrl::first(m);
           // Pairs with the release stores in Index::insert/update.
-          const Location loc = Location::from_raw(load_acquire(slot));
+          const std::uint64_t sw = load_acquire(slot);
+          const Location loc = slot_location(sw);
 #if defined(OFFHEAP_TESTING_READ_HOOK)
           testing_reader_step();
 #endif
@@ -194,10 +246,10 @@ class alignas(64) Shard {
           if (!record::validate(rec, s1)) [[unlikely]] goto slow;
           if (!mine) {
             // Another key's record, while the slot still leads here.
-            if (load_relaxed(slot) == loc.raw()) [[likely]] continue;
+            if (leads_to(load_relaxed(slot), loc)) [[likely]] continue;
             goto slow;
           }
-          if (!index_.unchanged_since(generation) || load_relaxed(slot) != loc.raw()) [[unlikely]] {
+          if (!index_.unchanged_since(generation) || !leads_to(load_relaxed(slot), loc)) [[unlikely]] {
             goto slow;
           }
 #if defined(OFFHEAP_TESTING_READ_HOOK)
@@ -207,6 +259,11 @@ class alignas(64) Shard {
             // As in examine(): a merge elsewhere in the shard moves the
             // generation, which costs a check, not a second read.
             if (index_.unchanged_since(generation) || still_current(serial, slot, loc, rec, s1)) [[likely]] {
+              if constexpr (Eviction::reader_hits == eviction::ReaderHits::frequency_bits) {
+                if (count_hits_) raise_frequency(slot, sw);
+              } else if constexpr (kBufferedHits) {
+                if (count_hits_ && !hits_.record(loc.raw(), s1)) [[unlikely]] drain_full_ring(loc, s1);
+              }
               return true;
             }
           }
@@ -266,12 +323,18 @@ class alignas(64) Shard {
              Mode mode, std::string_view expected = {}) {
     const std::uint64_t need = record::payload_for(key.size(), value.size());
     const WriteLock guard(*this);
+    if constexpr (kEvicts) {
+      make_room(record::kHeaderBytes + need);  // before the key's slot is found: it may go
+      policy_.reserve();                       // may throw; nothing has changed yet
+    }
     Index::Found f = find_intact(key, h);
     if (f.found) {
       if (mode == Mode::insert) return false;
       const Location old = index_.location(f.slot);
       std::byte* rec = journal_.at(old);
       const record::Meta m = record::read_meta(rec);
+      [[maybe_unused]] const eviction::Handle before{old.raw(), record::read_stamp(rec), h,
+                                                     record::kHeaderBytes + m.capacity()};
       if (mode == Mode::replace_if &&
           !(m.value_len == expected.size() &&
             std::memcmp(record::value_bytes(rec, m.key_len), expected.data(), expected.size()) == 0)) {
@@ -281,11 +344,13 @@ class alignas(64) Shard {
       int err = 0;
       if (kInPlace && !durable_ && need <= cap) {
         rewrite_in_place(old, rec, cap, need, key, value, type);
+        if constexpr (kEvicts) cache_replaced(before, f.slot, old, h);
       } else {
         if (defer_frees_) deferred_.reserve_one();  // may throw; nothing has changed yet
         const Slot s = allocate(need);  // may throw; nothing has changed yet
         write_record(s, key, value, type);
         index_.update(f.slot, s.loc);
+        if constexpr (kEvicts) cache_replaced(before, f.slot, s.loc, h);
         if (defer_frees_) {
           // periodic: the old record stays on disk as it is (live, with its
           // lower stamp: recovery prefers the new one) until a sync has made
@@ -324,6 +389,7 @@ class alignas(64) Shard {
     const Slot s = allocate(need);  // may throw; the index only grew
     write_record(s, key, value, type);
     index_.insert(f.insert_slot, h, s.loc);
+    if constexpr (kEvicts) cache_admitted(f.insert_slot, s.loc, h);
     records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (durable_) journal_.set_records_hint(size());
     key_value_bytes_ += key.size() + value.size();
@@ -349,36 +415,17 @@ class alignas(64) Shard {
           std::memcmp(record::value_bytes(rec, m.key_len), expected->data(), expected->size()) == 0)) {
       return false;
     }
-    Slot marker{};
-    if (defer_frees_) {
-      // May throw; nothing has changed yet.
-      dead_.reserve_one();
-      deferred_.reserve_one();
-      marker = allocate(record::payload_for(key.size(), 0));
+    const Slot marker = removal_marker(key.size());  // may throw; nothing has changed yet
+    if constexpr (kEvicts) {
+      host_loc_ = loc.raw();
+      host_slot_ = f.slot;
+      EvictHost host{*this};
+      policy_.forget(eviction::Handle{loc.raw(), record::read_stamp(rec), h,
+                                      record::kHeaderBytes + m.capacity()},
+                     host);
     }
-    index_.erase(f.slot);  // first: no reader may find a freed record through the index
-    const std::uint64_t cap = m.capacity();
-    if (defer_frees_) {
-      // periodic: older records of the key may still read as live on disk
-      // (freed at the last sync, not yet durably), so the removal is a dead
-      // marker: a new record holding the key, with a higher stamp, freed
-      // two syncs later. The key's record stays on disk as it is until a
-      // sync has made the marker durable, as an update's old record does: a
-      // crash inside the marker's write finds it whole, never an older one.
-      write_record(marker, key, {}, 0, record::State::dead);
-      dead_.push(marker.loc);
-      deferred_.push(loc);
-    } else {
-      release(loc, rec, cap, m.prev_free());
-    }
-    records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-    if (durable_) journal_.set_records_hint(size());
-    key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
-    live_bytes_ -= record::kHeaderBytes + cap;
+    remove_at(f.slot, loc, rec, m, key, marker);
     ++removes_;
-    if (sync_each_) {
-      if (const int err = journal_.sync_range(loc, record::kHeaderBytes)) sync_failed(err);
-    }
     return true;
   }
 
@@ -392,7 +439,9 @@ class alignas(64) Shard {
     // A fresh table (the old one retired, as after growth), or emptied in
     // place; either way the generation moves: readers inside restart.
     index_.clear(walks_);  // the old table retired, or emptied in place
-    if (const int err = journal_.reset()) note_sync_error(err);  // writes refused: see reset()
+    policy_.clear();
+    // every_write: each step on disk before the next (see reset()).
+    if (const int err = journal_.reset(sync_each_ || defer_frees_)) note_sync_error(err);  // writes refused: see reset()
     free_.clear();
     deferred_dropped_ += deferred_.size();
     deferred_.drop_front(deferred_.size());
@@ -402,14 +451,6 @@ class alignas(64) Shard {
     records_.store(0, std::memory_order_relaxed);
     key_value_bytes_ = 0;
     live_bytes_ = 0;
-    if (sync_each_) {
-      for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
-        if (const int err = journal_.sync_range(Location::make(c, 0), 0)) {
-          note_sync_error(err);
-          break;
-        }
-      }
-    }
   }
 
   /// Drops the pages of replaced index tables once no walk is in progress.
@@ -417,9 +458,22 @@ class alignas(64) Shard {
   void maintain() {
     std::lock_guard<Lock> guard(lock_);
     index_.drop_retired(walks_);
+    if constexpr (kBufferedHits) drain_hits();
   }
 
   std::uint64_t size() const noexcept { return records_.load(std::memory_order_relaxed); }
+
+  // ---- caches (cache_shard.hpp) ----------------------------------------------
+
+  /// Sets this shard's share of the capacity and the slack writers may
+  /// pass it by before they evict themselves. Takes the lock.
+  void set_capacity(std::uint64_t capacity, std::uint64_t slack);
+  /// Evicts until the live bytes are at most the share, or `max_records`
+  /// went; returns how many went. Takes the lock.
+  std::uint64_t evict_to_capacity(std::uint64_t max_records);
+  /// A reopened cache: the policy learns every record, oldest first, with
+  /// the policy bits its index slot kept. Takes the lock.
+  void rebuild_policy();
 
   /// Adds this shard's figures to `s` (takes the lock for a consistent view).
   void add_stats(Stats& s) const {
@@ -448,6 +502,19 @@ class alignas(64) Shard {
     s.retired_tables += index_.retired_tables();
     s.retired_bytes += index_.retired_bytes();
     s.mapped_bytes += index_.retired_bytes();
+    if constexpr (kEvicts) {
+      const eviction::PolicyStats p = policy_.stats();
+      s.evictions += evictions_;
+      s.policy_entries += p.entries;
+      s.policy_small_bytes += p.small_bytes;
+      s.policy_main_bytes += p.main_bytes;
+      s.policy_protected_bytes += p.protected_bytes;
+      s.policy_ghost_entries += p.ghost_entries;
+      s.policy_window_target += p.window_target;
+      s.policy_sketch_resets += p.sketch_resets;
+      s.policy_mapped_bytes += p.mapped_bytes + hits_.mapped_bytes();
+      s.mapped_bytes += p.mapped_bytes + hits_.mapped_bytes();
+    }
   }
 
   const Journal& journal() const noexcept { return journal_; }
@@ -561,6 +628,44 @@ class alignas(64) Shard {
     std::uint64_t capacity;
     bool prev_free;  // the record before the slot is free
   };
+
+  /// What a removal needs before it changes anything: periodic, a dead
+  /// marker's slot (and room on the lists). Throws Error(out_of_space).
+  Slot removal_marker(std::uint64_t key_len) {
+    if (!defer_frees_) return Slot{};
+    dead_.reserve_one();
+    deferred_.reserve_one();
+    return allocate(record::payload_for(key_len, 0));
+  }
+
+  /// Removes the record `rec` at `loc`, of `key`, that index slot `slot`
+  /// leads to (erase, eviction), with the marker removal_marker() gave.
+  void remove_at(std::uint64_t slot, Location loc, std::byte* rec, const record::Meta& m,
+                 std::string_view key, const Slot& marker) noexcept {
+    index_.erase(slot);  // first: no reader may find a freed record through the index
+    const std::uint64_t cap = m.capacity();
+    if (defer_frees_) {
+      // periodic: older records of the key may still read as live on disk
+      // (freed at the last sync, not yet durably), so the removal is a dead
+      // marker: a new record holding the key, with a higher stamp, freed
+      // two syncs later. The key's record stays on disk as it is until a
+      // sync has made the marker durable, as an update's old record does: a
+      // crash inside the marker's write finds it whole, never an older one.
+      write_record(marker, key, {}, 0, record::State::dead);
+      dead_.push(marker.loc);
+      deferred_.push(loc);
+    } else {
+      release(loc, rec, cap, m.prev_free());
+    }
+    records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    if (durable_) journal_.set_records_hint(size());
+    key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
+    live_bytes_ -= record::kHeaderBytes + cap;
+    if (sync_each_) {
+      if (const int err = journal_.sync_range(loc, record::kHeaderBytes)) sync_failed(err);
+    }
+  }
+
   // ---- defined in the concern headers included at the end ----------------------
 
   // state_file.hpp
@@ -640,7 +745,8 @@ class alignas(64) Shard {
       if (may_starve && backoff.exhausted()) return Examined::starved;
       // Pairs with the release stores in Index::insert/update: the record the
       // location leads to is visible.
-      const Location loc = Location::from_raw(load_acquire(slot));
+      const std::uint64_t sw = load_acquire(slot);
+      const Location loc = slot_location(sw);
 #if defined(OFFHEAP_TESTING_READ_HOOK)
       testing_reader_step();
 #endif
@@ -652,7 +758,7 @@ class alignas(64) Shard {
       if (rec == nullptr) {
         // Only a stale table leads outside (or, in a file-backed store, a
         // damaged one: passed over, counted).
-        if (durable_ && index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) {
+        if (durable_ && index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) {
           return met_damage();
         }
         return Examined::restart;
@@ -666,7 +772,7 @@ class alignas(64) Shard {
         // write publishes its slot only after an even stamp, and clear()
         // moves the generation first.
         if (durable_ && (s1 == 0 || locked || backoff.hopeless()) &&
-            index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) {
+            index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) {
           return met_damage();
         }
         if (s1 == 0) return Examined::restart;  // zeroed by clear(): the table is stale
@@ -687,7 +793,7 @@ class alignas(64) Shard {
         // orders these loads after the record's words; the writer changed
         // the slot or the generation before it freed the record.
         if (!index_.unchanged_since(generation)) return Examined::restart;
-        if (load_relaxed(slot) != loc.raw()) continue;
+        if (!leads_to(load_relaxed(slot), loc)) continue;
         if (verify_) {
           const bool intact = record::checksum_in_place(crc_seed_, rec, loc, s1, m.encode()) ==
                               record::stored_checksum(rec);
@@ -708,6 +814,12 @@ class alignas(64) Shard {
         // kept whole: then it was the key's current one at the slot check.)
         if (on_hit(loc, rec, m, s1)) {
           if (index_.unchanged_since(generation) || still_current(serial, slot, loc, rec, s1)) {
+            if constexpr (Eviction::reader_hits == eviction::ReaderHits::frequency_bits) {
+              if (count_hits_) raise_frequency(slot, sw);
+            } else if constexpr (kBufferedHits) {
+              // (A reader holding the lock finds try_lock refused: the hit drops.)
+              if (count_hits_ && !hits_.record(loc.raw(), s1)) drain_full_ring(loc, s1);
+            }
             return Examined::hit;
           }
           return Examined::restart;
@@ -717,7 +829,7 @@ class alignas(64) Shard {
       // Another key's record, or a freed one. That holds only while the slot
       // still leads here (the validate fence orders this load after the
       // record's words).
-      if (load_relaxed(slot) == loc.raw()) return Examined::other;
+      if (leads_to(load_relaxed(slot), loc)) return Examined::other;
     }
   }
 
@@ -739,7 +851,7 @@ class alignas(64) Shard {
     const std::uint64_t g2 = index_.acquire_generation();  // before the serial, as in probe()
     if (index_.acquire_serial() != serial) return false;
     if (!Index::slot_full(slot)) return false;
-    if (load_acquire(slot) != loc.raw()) return false;
+    if (!leads_to(load_acquire(slot), loc)) return false;
     if (record::read_stamp(rec) != s1) return false;
     std::atomic_thread_fence(std::memory_order_acquire);  // as in record::validate
     return index_.unchanged_since(g2);
@@ -824,6 +936,14 @@ class alignas(64) Shard {
   // index_growth.hpp
   void grow_index();
 
+  // cache_shard.hpp: eviction (caches; no-ops in a store)
+  struct EvictHost;
+  void make_room(std::uint64_t bytes);
+  void cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h);
+  void cache_replaced(const eviction::Handle& before, std::uint64_t slot, Location loc,
+                      std::uint64_t h);
+  void drain_hits();
+
   std::uint64_t next_stamp() noexcept {
     stamp_ += 2;
     return stamp_;
@@ -864,6 +984,20 @@ class alignas(64) Shard {
   unsigned batch_size_ = 0;
   mutable std::atomic<std::uint64_t> corrupt_{0};  // damaged records met (recovery, reads)
   std::uint64_t recovered_damage_ = 0;  // of which recovery turned into free space
+  // Caches (cache_shard.hpp).
+  Eviction policy_;
+  std::uint64_t capacity_ = ~std::uint64_t{0};    // this shard's share of capacity_bytes
+  std::uint64_t hard_limit_ = ~std::uint64_t{0};  // capacity_ plus the slack
+  std::uint64_t evictions_ = 0;
+  std::uint64_t host_loc_ = ~std::uint64_t{0};  // the record whose slot current() found last
+  std::uint64_t host_slot_ = 0;
+  bool count_hits_;  // readers raise policy bits (a writable cache: a read-only one writes nothing)
+  struct NoHitBuffers {
+    explicit NoHitBuffers(const std::string&) noexcept {}
+    std::uint64_t mapped_bytes() const noexcept { return 0; }
+  };
+  // Lru, WTinyLfu: readers' hits on their way to the policy (hit_buffers.hpp).
+  [[no_unique_address]] mutable std::conditional_t<kBufferedHits, HitBuffers, NoHitBuffers> hits_;
 };
 
 }  // namespace offheap::detail
@@ -878,3 +1012,4 @@ class alignas(64) Shard {
 #include <offheap/detail/state_file.hpp>
 #include <offheap/detail/verify.hpp>
 #include <offheap/detail/walk.hpp>
+#include <offheap/detail/cache_shard.hpp>

@@ -86,6 +86,10 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   const std::string& store = journal_.name();
   const std::string name = format::state_file_name(number_);
   const std::string path = f.dir_path + "/" + name;
+  if (journal_.clear_marked()) {  // never after a clean close but in a damaged store
+    why = "a clear() of shard " + std::to_string(number_) + " was cut short";
+    return false;
+  }
   Fd fd(open_at(f.dir_fd, name, O_RDONLY));
   if (!fd) {
     why = path + " is missing";

@@ -96,7 +96,7 @@ std::string Shard<P>::verify_index() const {
   for (std::uint64_t slot = 0; slot < t->groups * 8; ++slot) {
     if (slot % 8 == 7) continue;  // the control word's eighth byte: no slot
     if (ctrl::byte_of(*t->ctrl_word(slot / 8), slot % 8) < 0x80) continue;
-    const Location loc = Location::from_raw(*t->slot_word(slot));
+    const Location loc = Location::from_slot(load_relaxed(t->slot_word(slot)));
     const std::string where = "chunk " + std::to_string(loc.chunk()) + " offset " +
                               std::to_string(loc.offset()) + ": ";
     std::uint64_t avail = 0;

@@ -39,7 +39,7 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
     // Emptied by clear() (which leaves locations) or by a removal since the
     // walk saw it full: its key is gone.
     if (!Index::slot_full(slot)) return false;
-    const Location loc = Location::from_raw(load_acquire(slot));
+    const Location loc = slot_location(load_acquire(slot));
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     testing_reader_step();
 #endif
@@ -47,7 +47,7 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
     std::uint64_t avail = 0;
     const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
     if (rec == nullptr) {
-      if (index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) return false;
+      if (index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) return false;
       continue;
     }
     const std::uint64_t s1 = record::read_stamp(rec);
@@ -55,7 +55,7 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
       // 0: zeroed by clear() (the generation moved) or damage. Odd: a
       // write in progress (worth waiting for, within the backoff) or
       // bytes that are no stamp (the generation moves).
-      if (s1 == 0 && index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) {
+      if (s1 == 0 && index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) {
         return false;
       }
       continue;
@@ -68,7 +68,7 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
     // generation stays and the slot still leads here; then, and only then,
     // may its lengths size the buffers.
     if (!index_.unchanged_since(generation)) continue;
-    if (load_relaxed(slot) != loc.raw()) continue;  // the slot moved on
+    if (!leads_to(load_relaxed(slot), loc)) continue;  // the slot moved on
     if (!whole) return false;  // a slot leads to a record that is not live only in damage
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     testing_reader_before_hit(rec);
@@ -82,7 +82,7 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
     // generation stays and the slot still leads here (or, if merges
     // elsewhere moved the generation, the record is still current).
     if (!record::validate(rec, s1)) continue;
-    if (!(index_.unchanged_since(generation) && load_relaxed(slot) == loc.raw()) &&
+    if (!(index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) &&
         !still_current(serial, slot, loc, rec, s1)) {
       continue;
     }
@@ -108,7 +108,7 @@ template <class P>
 bool Shard<P>::copy_from_frozen(const std::uint64_t* slot, std::string& kbuf, std::string& vbuf) const {
   Backoff backoff;
   for (; !backoff.exhausted(); backoff.pause()) {
-    const Location loc = Location::from_raw(load_acquire(slot));
+    const Location loc = slot_location(load_acquire(slot));
     if (loc.is_none()) return false;
     std::uint64_t avail = 0;
     const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+// A shard as a cache: its eviction policy (PolicyTraits<P>::Eviction) told
+// of every insert, replacement and removal, asked for victims, and answered
+// through EvictHost, the policy's view of the shard's records.
+//
+// Every call here runs under the shard's writer lock. The policy keeps
+// handles (location + stamp); a handle is current while the record at its
+// location is live with its stamp and the key's index slot leads there (an
+// update's old record may stay live on disk in Durability::periodic until a
+// sync, but no slot leads to it). The policy bits live in the low bits of
+// the slot's word (Location::kSlotBits), which the host finds through the
+// record's key.
+//
+// Capacity: each shard holds its share of Options::capacity_bytes, counted
+// as the live records' journal bytes (headers, keys, values, padding:
+// Stats::live_bytes). Writers evict only past the hard limit (the share
+// plus the slack), from their own shard, as many records as make room for
+// the one they write, before they write it; the maintenance thread (or
+// maintain()) evicts down to the share.
+#pragma once
+
+#include <offheap/detail/shard.hpp>
+
+#include <algorithm>
+#include <cassert>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace offheap::detail {
+
+template <class P>
+struct Shard<P>::EvictHost {
+  Shard& s;
+
+  bool current(eviction::Handle& h) {
+    const Location loc = Location::from_raw(h.loc);
+    std::uint64_t avail = 0;
+    const std::byte* rec = s.journal_.resolve(loc, record::kMinRecord, avail);
+    if (rec == nullptr || record::read_stamp(rec) != h.stamp) return false;
+    const record::Meta m = record::read_meta(rec);
+    if (m.state() != record::State::live || record::kHeaderBytes + m.capacity() > avail) return false;
+    // A file may be damaged after a clean close: a record whose checksum
+    // fails is never evicted (freed by lengths that cannot be trusted, over
+    // its neighbours); the policy lets it go, the index keeps it until a
+    // reader or writer meets it (integrity.hpp).
+    if (s.durable_ && !s.intact(loc, rec)) return false;
+    const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+    const std::uint64_t hash = s.hash_(key);
+    const Index::Found f = s.index_.find(hash, [&](Location l) { return l == loc; });
+    if (!f.found) return false;
+    s.host_loc_ = h.loc;
+    s.host_slot_ = f.slot;
+    h.hash = hash;
+    h.bytes = record::kHeaderBytes + m.capacity();
+    return true;
+  }
+  std::uint8_t bits(const eviction::Handle& h) { return s.index_.bits(slot_of(h)); }
+  void set_bits(const eviction::Handle& h, std::uint8_t b) {
+    s.index_.set_bits(slot_of(h), b);
+    // File-backed: a copy of the frequency in the record's header, for a
+    // rebuild after a crash (a hint: no sync waits for it).
+    if (s.durable_) record::set_policy_bits(s.journal_.at(Location::from_raw(h.loc)), b);
+  }
+  void evict(const eviction::Handle& h) {
+    const std::uint64_t slot = slot_of(h);
+    const Location loc = Location::from_raw(h.loc);
+    std::byte* rec = s.journal_.at(loc);
+    const record::Meta m = record::read_meta(rec);
+    const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+    const Slot marker = s.removal_marker(key.size());  // periodic only; may throw
+    s.remove_at(slot, loc, rec, m, key, marker);
+    s.host_loc_ = ~std::uint64_t{0};
+    ++s.evictions_;
+  }
+
+ private:
+  /// The slot of the record current() just found (the policy asks right
+  /// after it), else found again.
+  std::uint64_t slot_of(const eviction::Handle& h) {
+    if (s.host_loc_ != h.loc) {
+      eviction::Handle again = h;
+      [[maybe_unused]] const bool ok = current(again);
+      assert(ok);
+    }
+    return s.host_slot_;
+  }
+};
+
+template <class P>
+void Shard<P>::set_capacity(std::uint64_t capacity, std::uint64_t slack) {
+  const WriteLock guard(*this);
+  capacity_ = capacity;
+  hard_limit_ = capacity + slack;
+  policy_.set_capacity(capacity);
+}
+
+template <class P>
+std::uint64_t Shard<P>::evict_to_capacity(std::uint64_t max_records) {
+  if constexpr (!kEvicts) {
+    return 0;
+  } else {
+    const WriteLock guard(*this);
+    if constexpr (kBufferedHits) drain_hits();
+    EvictHost host{*this};
+    std::uint64_t n = 0;
+    while (n < max_records && live_bytes_ > capacity_ && policy_.evict_one(host)) ++n;
+    return n;
+  }
+}
+
+template <class P>
+void Shard<P>::rebuild_policy() {
+  if constexpr (kEvicts) {
+    const WriteLock guard(*this);
+    policy_.clear();
+    // Oldest first: the policy's queues in the order the records were
+    // written. (A transient list at open, freed before the first write.)
+    struct Item {
+      std::uint64_t stamp;
+      std::uint64_t slot;
+      Location loc;
+    };
+    std::vector<Item> items;
+    items.reserve(size());
+    index_.for_each_full([&](std::uint64_t slot, Location loc) {
+      // A clean open trusts the saved index, not the records (state_file.hpp):
+      // a damaged one is left to the readers and writers that meet it.
+      if (durable_ && (loc.chunk() >= journal_.chunks() || !intact(loc, journal_.at(loc)))) return;
+      items.push_back(Item{record::read_stamp(journal_.at(loc)), slot, loc});
+    });
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.stamp < b.stamp; });
+    EvictHost host{*this};
+    for (const Item& it : items) {
+      const std::byte* rec = journal_.at(it.loc);
+      const record::Meta m = record::read_meta(rec);
+      const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+      host_loc_ = it.loc.raw();
+      host_slot_ = it.slot;
+      policy_.reserve();
+      policy_.restore(eviction::Handle{it.loc.raw(), it.stamp, hash_(key),
+                                       record::kHeaderBytes + m.capacity()},
+                      host);
+    }
+  }
+}
+
+/// Hands the readers' buffered hits to the policy (under the lock). A hit
+/// on a record that went since is dropped (current() fails).
+template <class P>
+void Shard<P>::drain_hits() {
+  if constexpr (kBufferedHits) {
+    EvictHost host{*this};
+    hits_.drain([&](std::uint64_t loc, std::uint64_t stamp) {
+      eviction::Handle h{loc, stamp, 0, 0};
+      if (host.current(h)) policy_.hit(h, host);
+    });
+  }
+}
+
+template <class P>
+void Shard<P>::make_room(std::uint64_t need) {
+  // The record may take a free slot up to kMinRecord - 8 bytes larger.
+  const std::uint64_t bytes = need + record::kMinRecord;
+  if (live_bytes_ + bytes <= hard_limit_) [[likely]] return;
+  if (bytes > hard_limit_) {
+    throw Error(Errc::value_too_large,
+                journal_.name() + ": a record of " + std::to_string(need) +
+                    " bytes cannot fit in a cache shard that holds " + std::to_string(capacity_) +
+                    " bytes (Options::capacity_bytes / shards, plus the slack)");
+  }
+  // Past the hard limit: the maintenance thread has fallen behind (or is
+  // not running). Evict as much as this record needs, no more: the work
+  // stays proportional to what the writer writes. The readers' latest hits
+  // first, so that the victims are chosen on them.
+  if constexpr (kBufferedHits) drain_hits();
+  EvictHost host{*this};
+  while (live_bytes_ != 0 && live_bytes_ + bytes > hard_limit_ && policy_.evict_one(host)) {
+  }
+}
+
+template <class P>
+void Shard<P>::cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h) {
+  const std::byte* rec = journal_.at(loc);
+  host_loc_ = loc.raw();
+  host_slot_ = slot;
+  EvictHost host{*this};
+  policy_.admit(eviction::Handle{loc.raw(), record::read_stamp(rec), h,
+                                 record::kHeaderBytes + record::read_meta(rec).capacity()},
+                host);  // cannot fail: reserved in write()
+}
+
+template <class P>
+void Shard<P>::cache_replaced(const eviction::Handle& before, std::uint64_t slot, Location loc,
+                              std::uint64_t h) {
+  const std::byte* rec = journal_.at(loc);
+  host_loc_ = loc.raw();
+  host_slot_ = slot;
+  EvictHost host{*this};
+  policy_.replace(before,
+                  eviction::Handle{loc.raw(), record::read_stamp(rec), h,
+                                   record::kHeaderBytes + record::read_meta(rec).capacity()},
+                  host);  // cannot fail: reserved in write()
+}
+
+}  // namespace offheap::detail

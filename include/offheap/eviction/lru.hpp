@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+// Least recently used: the record read or written longest ago leaves first.
+//
+// One list in mapped memory (detail/node_list.hpp), most recent at its
+// head. Readers do not touch it: their hits reach the maintenance thread
+// through lossy per-thread buffers (ReaderHits::buffered), which it drains
+// into hit(); a hit dropped by a full buffer leaves the record where it
+// was. In reference mode every hit is applied, which makes it exactly LRU.
+// A replaced record keeps its node and moves to the head (a write is a use).
+#pragma once
+
+#include <offheap/detail/node_list.hpp>
+#include <offheap/eviction/policy.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace offheap::eviction {
+
+class Lru {
+ public:
+  static constexpr std::uint8_t id = 2;
+  static constexpr ReaderHits reader_hits = ReaderHits::buffered;
+
+  explicit Lru(const std::string& store) : nodes_(store, "the LRU list") {}
+
+  void set_capacity(std::uint64_t bytes) noexcept { capacity_ = bytes; }
+  void reserve() { nodes_.reserve_one(); }
+
+  template <class Host>
+  void admit(const Handle& h, Host&) {
+    nodes_.insert(h.loc, h.stamp, kList);
+    bytes_ += h.bytes;
+  }
+  template <class Host>
+  void restore(const Handle& h, Host& host) {
+    admit(h, host);
+  }
+  template <class Host>
+  void replace(const Handle& old, const Handle& h, Host&) {
+    const std::uint32_t n = nodes_.find(old.loc);
+    if (n == detail::NodeLists::kNone) {
+      nodes_.insert(h.loc, h.stamp, kList);
+    } else {
+      nodes_.rekey(n, h.loc, h.stamp);
+      nodes_.move_to_head(n, kList);
+      bytes_ -= old.bytes;
+    }
+    bytes_ += h.bytes;
+  }
+  template <class Host>
+  void forget(const Handle& h, Host&) noexcept {
+    const std::uint32_t n = nodes_.find(h.loc);
+    if (n == detail::NodeLists::kNone) return;
+    nodes_.erase(n);
+    bytes_ -= h.bytes;
+  }
+  template <class Host>
+  void hit(const Handle& h, Host&) noexcept {
+    const std::uint32_t n = nodes_.find(h.loc);
+    if (n != detail::NodeLists::kNone && nodes_.node(n).stamp == h.stamp) nodes_.move_to_head(n, kList);
+  }
+  template <class Host>
+  bool evict_one(Host& host) {
+    while (nodes_.size() != 0) {
+      const std::uint32_t n = nodes_.tail(kList);
+      Handle h{nodes_.node(n).loc, nodes_.node(n).stamp, 0, 0};
+      const bool current = host.current(h);
+      nodes_.erase(n);
+      if (!current) continue;  // (never under the lock: forget() came first)
+      bytes_ -= h.bytes;
+      host.evict(h);
+      return true;
+    }
+    return false;
+  }
+  void clear() noexcept {
+    nodes_.clear();
+    bytes_ = 0;
+  }
+  PolicyStats stats() const noexcept {
+    PolicyStats s;
+    s.entries = nodes_.size();
+    s.bytes = bytes_;
+    s.main_bytes = bytes_;
+    s.mapped_bytes = nodes_.mapped_bytes();
+    return s;
+  }
+
+ private:
+  static constexpr unsigned kList = 0;
+  detail::NodeLists nodes_;
+  std::uint64_t capacity_ = 0;
+  std::uint64_t bytes_ = 0;
+};
+
+static_assert(EvictionPolicy<Lru>);
+
+}  // namespace offheap::eviction

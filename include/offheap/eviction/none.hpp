@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// NoEviction: the policy of a store (StorePolicy), which keeps every record
+// until it is removed. Every call does nothing; a store built with it has
+// no capacity, and readers record no hits.
+#pragma once
+
+#include <offheap/eviction/policy.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace offheap::eviction {
+
+class NoEviction {
+ public:
+  static constexpr std::uint8_t id = 0;
+  static constexpr ReaderHits reader_hits = ReaderHits::none;
+
+  explicit NoEviction(const std::string&) noexcept {}
+  void set_capacity(std::uint64_t) noexcept {}
+  void reserve() noexcept {}
+  template <class Host>
+  void admit(const Handle&, Host&) noexcept {}
+  template <class Host>
+  void restore(const Handle&, Host&) noexcept {}
+  template <class Host>
+  void replace(const Handle&, const Handle&, Host&) noexcept {}
+  template <class Host>
+  void forget(const Handle&, Host&) noexcept {}
+  template <class Host>
+  void hit(const Handle&, Host&) noexcept {}
+  template <class Host>
+  bool evict_one(Host&) noexcept {
+    return false;
+  }
+  void clear() noexcept {}
+  PolicyStats stats() const noexcept { return {}; }
+};
+
+static_assert(EvictionPolicy<NoEviction>);
+
+}  // namespace offheap::eviction

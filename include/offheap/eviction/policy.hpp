@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+// Eviction policies: what they are told, what they may ask, and the concept
+// every policy satisfies (S3Fifo, Lru, WTinyLfu, NoEviction).
+//
+// A policy decides which record leaves a full cache. It never touches a
+// record itself: it keeps Handles (a record's location and stamp, its key's
+// hash and its size in bytes) in structures of its own, in mapped memory,
+// and asks a Host about them. In a store the host is the shard, and every
+// call below runs under the shard's writer lock (the maintenance thread
+// takes it too); in tests and in the hit-ratio bench the host is a model of
+// records (tests/eviction/, bench/hit_ratio.cpp) and calls come from one
+// thread in the order of a trace ("reference mode": every hit applied at
+// once, nothing lost, deterministic).
+//
+// A handle goes stale when its record is removed, replaced or evicted, or
+// when the same location is written again (the stamp moves): policies that
+// keep handles in queues skip stale ones by asking host.current(), instead
+// of searching for them when the record goes (forget() tells them the bytes
+// went). Each record also has a few policy bits that the host keeps beside
+// it (in a store: the low bits of the record's index slot, so that a reader
+// can raise a frequency with one compare-and-swap on a word that is never a
+// value byte): bits(), set_bits().
+//
+// How a reader's hit reaches a policy (Policy::reader_hits):
+//   frequency_bits: the reader raises bits 0-1 of the record's policy bits,
+//     at most to 3, and only if they are below 3 (a hot record's reads
+//     write nothing); hit() is the same thing done by the host in reference
+//     mode.
+//   buffered: the reader puts the handle in a lossy per-thread buffer that
+//     the maintenance thread drains into hit() (a full buffer drops hits).
+//   none: hits are not recorded.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+
+namespace offheap::eviction {
+
+/// One record, as a policy keeps it.
+struct Handle {
+  std::uint64_t loc = ~std::uint64_t{0};  // the record's location (detail::Location::raw())
+  std::uint64_t stamp = 0;                // its stamp when handed over
+  std::uint64_t hash = 0;                 // its key's hash (the store's Policy::Hash)
+  std::uint64_t bytes = 0;                // what it counts against the capacity
+
+  friend constexpr bool operator==(const Handle&, const Handle&) noexcept = default;
+};
+
+enum class ReaderHits : std::uint8_t { none, frequency_bits, buffered };
+
+/// The sizes a policy reports (Stats).
+struct PolicyStats {
+  std::uint64_t entries = 0;           // handles held, stale ones included
+  std::uint64_t bytes = 0;             // bytes of the records it holds (current ones)
+  std::uint64_t small_bytes = 0;       // S3Fifo: small queue; WTinyLfu: window
+  std::uint64_t main_bytes = 0;        // S3Fifo: main queue; WTinyLfu: probation + protected
+  std::uint64_t protected_bytes = 0;   // WTinyLfu
+  std::uint64_t ghost_entries = 0;     // S3Fifo
+  std::uint64_t window_target = 0;     // WTinyLfu: the climber's window size, bytes
+  std::uint64_t sketch_resets = 0;     // WTinyLfu
+  std::uint64_t mapped_bytes = 0;      // the policy's own mapped memory
+};
+
+/// What a policy may ask of the records it keeps. A model for concept
+/// checks; the real hosts are the shard and the tests' record model.
+struct HostArchetype {
+  /// The record `h` names (h.loc, h.stamp) is still there, live, with h's
+  /// stamp; if so, also fills in h.hash and h.bytes (queues keep only the
+  /// location and the stamp).
+  bool current(Handle& h);
+  /// Its policy bits (0-7). Requires current(h).
+  std::uint8_t bits(const Handle& h);
+  void set_bits(const Handle& h, std::uint8_t bits);
+  /// Removes it from the store (reported as evicted). Requires current(h).
+  void evict(const Handle& h);
+};
+
+/// Every eviction policy. `P::id` is written into a persisted store and
+/// checked on reopen. Calls:
+///   set_capacity(bytes)  the cache's capacity (its queues' shares follow)
+///   reserve()            makes the next admit() or replace() unable to
+///                        fail (maps what they may need); throws
+///                        Error(out_of_space), nothing changed, if it cannot
+///   admit(h, host)       a new record (an insert) is in the store
+///   replace(old, h, host) a record replaced by a new one of the same key,
+///                        called once h is written (old is no longer
+///                        current; the host carries old's policy bits over
+///                        to h, as a store's index slot does): its place
+///                        and frequency carry over
+///   restore(h, host)     a record found at open (calls come in stamp
+///                        order, oldest first): like admit, but its policy
+///                        bits as stored are kept
+///   forget(h, host)      a record about to be removed (not by evict()),
+///                        still current: its bytes leave
+///   hit(h, host)         a read of a current record (reference mode, or a
+///                        drained buffer)
+///   evict_one(host)      evicts one record (host.evict), false if it holds
+///                        none; may skip and recycle others first
+///   clear()              the store was cleared
+///   stats()
+template <class P>
+concept EvictionPolicy = requires(P& p, const P& cp, const Handle& h, HostArchetype& host,
+                                  std::uint64_t n) {
+  { P::id } -> std::convertible_to<std::uint8_t>;
+  { P::reader_hits } -> std::convertible_to<ReaderHits>;
+  p.set_capacity(n);
+  p.reserve();
+  p.admit(h, host);
+  p.restore(h, host);
+  p.replace(h, h, host);
+  p.forget(h, host);
+  p.hit(h, host);
+  { p.evict_one(host) } -> std::same_as<bool>;
+  p.clear();
+  { cp.stats() } -> std::same_as<PolicyStats>;
+};
+
+}  // namespace offheap::eviction

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+// S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction",
+// SOSP 2023): the default policy of offheap::Cache.
+//
+// Three FIFO queues: small (10% of the capacity, in bytes), main (the rest)
+// and a ghost of the key hashes recently evicted from small (as many as
+// main holds records). A new record goes to small, or to main if its key is
+// in the ghost. Each record has a 2-bit frequency (policy bits 0-1) that a
+// read raises while it is below 3; bit 2 says "in main". Eviction takes
+// from small while small holds at least its share (or main is empty):
+// small's oldest moves to main if it was read at least twice since it came
+// in, else it leaves the cache and its hash goes to the ghost. From main,
+// the oldest goes back to main's end with its frequency lowered by one if
+// it was read since it came in or last went round, else it leaves.
+//
+// Queues hold a location and a stamp per record, 16 bytes, in mapped
+// memory; a record removed or replaced leaves its entry behind, skipped
+// when it reaches the front (host.current() fails) and swept out in one
+// pass when a queue holds twice as many entries as live records, so that
+// the work stays proportional to the writes that made the entries. A
+// replacement keeps its record's queue and frequency.
+#pragma once
+
+#include <offheap/detail/ghost_set.hpp>
+#include <offheap/detail/mapped_fifo.hpp>
+#include <offheap/error.hpp>
+#include <offheap/eviction/policy.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace offheap::eviction {
+
+class S3Fifo {
+ public:
+  static constexpr std::uint8_t id = 1;
+  static constexpr ReaderHits reader_hits = ReaderHits::frequency_bits;
+  static constexpr std::uint8_t kFrequencyMask = 3;
+  static constexpr std::uint8_t kInMain = 4;
+
+  explicit S3Fifo(const std::string& store)
+      : small_(store, "the S3-FIFO small queue"), main_(store, "the S3-FIFO main queue"), ghost_(store) {}
+
+  /// Small gets 10% of `bytes`, main the rest.
+  void set_capacity(std::uint64_t bytes) {
+    capacity_ = bytes;
+    small_target_ = bytes / 10;
+  }
+
+  void reserve() {
+    small_.reserve_one();
+    main_.reserve_one();
+  }
+
+  template <class Host>
+  void admit(const Handle& h, Host& host) {
+    if (ghost_.take(h.hash)) {
+      push(main_, h, host, kInMain);
+    } else {
+      push(small_, h, host, 0);
+    }
+    size_ghost();
+  }
+
+  /// At open, oldest first: back to the queue its bits name (main, or
+  /// small), its frequency kept.
+  template <class Host>
+  void restore(const Handle& h, Host& host) {
+    const std::uint8_t bits = host.bits(h);
+    push((bits & kInMain) != 0 ? main_ : small_, h, host, bits);
+    size_ghost();
+  }
+
+  template <class Host>
+  void replace(const Handle& old, const Handle& h, Host& host) {
+    const std::uint8_t bits = host.bits(h);  // carried over from old by the host
+    take_bytes(old, bits);
+    push((bits & kInMain) != 0 ? main_ : small_, h, host, bits);
+  }
+
+  template <class Host>
+  void forget(const Handle& h, Host& host) {
+    take_bytes(h, host.bits(h));
+  }
+
+  template <class Host>
+  void hit(const Handle& h, Host& host) {
+    const std::uint8_t bits = host.bits(h);
+    if ((bits & kFrequencyMask) < 3) host.set_bits(h, static_cast<std::uint8_t>(bits + 1));
+  }
+
+  /// Evicts one record; false if the queues hold none.
+  template <class Host>
+  bool evict_one(Host& host) {
+    // Main while it holds more than its share (or small is empty), else
+    // small; either falls back to the other when it turns out empty (all
+    // its entries stale).
+    if (main_bytes_ > capacity_ - small_target_ || small_count_ == 0) {
+      return evict_main(host) || evict_small(host);
+    }
+    return evict_small(host) || evict_main(host);
+  }
+
+  void clear() noexcept {
+    small_.clear();
+    main_.clear();
+    ghost_.clear();
+    small_bytes_ = main_bytes_ = 0;
+    small_count_ = main_count_ = 0;
+  }
+
+  PolicyStats stats() const noexcept {
+    PolicyStats s;
+    s.entries = small_.size() + main_.size();
+    s.bytes = small_bytes_ + main_bytes_;
+    s.small_bytes = small_bytes_;
+    s.main_bytes = main_bytes_;
+    s.ghost_entries = ghost_.entries();
+    s.mapped_bytes = small_.mapped_bytes() + main_.mapped_bytes() + ghost_.mapped_bytes();
+    return s;
+  }
+
+ private:
+  struct Entry {
+    std::uint64_t loc;
+    std::uint64_t stamp;
+  };
+  using Queue = detail::MappedFifo<Entry>;
+
+  template <class Host>
+  void push(Queue& q, const Handle& h, Host& host, std::uint8_t bits) {
+    sweep_if_stale(q, host);
+    q.push_back(Entry{h.loc, h.stamp});  // cannot fail after reserve(); else throws, nothing counted
+    host.set_bits(h, bits);
+    if (&q == &main_) {
+      main_bytes_ += h.bytes;
+      ++main_count_;
+    } else {
+      small_bytes_ += h.bytes;
+      ++small_count_;
+    }
+  }
+  void take_bytes(const Handle& h, std::uint8_t bits) noexcept {
+    if ((bits & kInMain) != 0) {
+      main_bytes_ -= h.bytes;
+      --main_count_;
+    } else {
+      small_bytes_ -= h.bytes;
+      --small_count_;
+    }
+  }
+
+  // An eviction that throws (host.evict: a store's dead marker finds no
+  // room) leaves the policy as it was: the entry is popped and its bytes
+  // counted out only once the record is gone.
+  template <class Host>
+  bool evict_small(Host& host) {
+    while (!small_.empty()) {
+      const Entry e = small_.front();
+      Handle h{e.loc, e.stamp, 0, 0};
+      if (!host.current(h)) {  // removed or replaced since: its bytes already left
+        small_.pop_front();
+        continue;
+      }
+      if ((host.bits(h) & kFrequencyMask) >= 2 && requeue(main_, e)) {
+        // Read twice or more while in small: to main, its count restarted.
+        small_.pop_front();
+        small_bytes_ -= h.bytes;
+        --small_count_;
+        host.set_bits(h, kInMain);
+        main_bytes_ += h.bytes;
+        ++main_count_;
+        continue;
+      }
+      host.evict(h);  // may throw: nothing changed yet
+      small_.pop_front();
+      small_bytes_ -= h.bytes;
+      --small_count_;
+      ghost_.insert(h.hash);
+      return true;
+    }
+    return false;
+  }
+
+  // Readers raise frequencies while the writer goes round main (a store's
+  // slot CAS): a hot main could send it round forever. A frequency is at
+  // most 3, so a run without readers requeues fewer than 3 x main_count_
+  // entries before it finds one at 0; past that many, the next record
+  // leaves whatever its frequency (the same choices as without readers).
+  template <class Host>
+  bool evict_main(Host& host) {
+    std::uint64_t rounds_left = 3 * main_count_;
+    while (!main_.empty()) {
+      const Entry e = main_.front();
+      Handle h{e.loc, e.stamp, 0, 0};
+      if (!host.current(h)) {
+        main_.pop_front();
+        continue;
+      }
+      const std::uint8_t f = host.bits(h) & kFrequencyMask;
+      if (f != 0 && rounds_left != 0 && requeue(main_, e)) {
+        main_.pop_front();
+        --rounds_left;
+        host.set_bits(h, static_cast<std::uint8_t>(kInMain | (f - 1)));
+        continue;
+      }
+      host.evict(h);  // may throw: nothing changed yet
+      main_.pop_front();
+      main_bytes_ -= h.bytes;
+      --main_count_;
+      return true;
+    }
+    return false;
+  }
+
+  /// Puts a popped entry back at the end of `q`; false if no memory could
+  /// be mapped for it (the record is then evicted rather than lost to
+  /// every queue).
+  static bool requeue(Queue& q, const Entry& e) noexcept {
+    try {
+      q.push_back(e);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+
+  /// Drops the stale entries of `q` once it holds twice its live records
+  /// (and a segment's worth more): one pass, order kept.
+  template <class Host>
+  void sweep_if_stale(Queue& q, Host& host) {
+    const std::uint64_t live = &q == &main_ ? main_count_ : small_count_;
+    if (q.size() < 2 * live + 4096) return;
+    q.retain_if([&host](const Entry& e) {
+      Handle h{e.loc, e.stamp, 0, 0};
+      return host.current(h);
+    });
+  }
+
+  /// The ghost remembers as many keys as main holds records, or would hold
+  /// at the records' mean size (while main is still filling).
+  void size_ghost() {
+    const std::uint64_t count = small_count_ + main_count_;
+    const std::uint64_t bytes = small_bytes_ + main_bytes_;
+    std::uint64_t want = main_count_;
+    if (bytes != 0) {
+      const std::uint64_t est = static_cast<std::uint64_t>(
+          static_cast<long double>(capacity_ - small_target_) * count / bytes);
+      if (est > want) want = est;
+    }
+    if (want == ghost_.capacity()) return;
+    try {
+      ghost_.set_capacity(want);
+    } catch (const Error&) {
+      // No memory for a larger ghost: it keeps its size (and forgets sooner).
+    }
+  }
+
+  Queue small_;
+  Queue main_;
+  detail::GhostSet ghost_;
+  std::uint64_t capacity_ = 0;
+  std::uint64_t small_target_ = 0;
+  std::uint64_t small_bytes_ = 0, main_bytes_ = 0;  // of current records
+  std::uint64_t small_count_ = 0, main_count_ = 0;
+};
+
+static_assert(EvictionPolicy<S3Fifo>);
+
+}  // namespace offheap::eviction

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// The eviction policies' containers in mapped memory: MappedFifo,
+// GhostSet and NodeLists, each against a plain model under random use.
+#include <offheap/detail/ghost_set.hpp>
+#include <offheap/detail/mapped_fifo.hpp>
+#include <offheap/detail/node_list.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <random>
+#include <string>
+#include <unordered_map>
+
+using offheap::detail::GhostSet;
+using offheap::detail::MappedFifo;
+using offheap::detail::NodeLists;
+
+namespace {
+const std::string kName = "containers test";
+}
+
+TEST_CASE("MappedFifo keeps FIFO order across segments, retain_if keeps order", "[detail][fifo]") {
+  MappedFifo<std::uint64_t> q(kName, "a test queue");
+  std::deque<std::uint64_t> model;
+  std::mt19937_64 rng(1);
+  std::uint64_t next = 0;
+  for (int step = 0; step < 300000; ++step) {
+    const auto op = rng() % 10000;
+    if (step % 50000 != 49999 && op < 6000) {
+      q.push_back(next);
+      model.push_back(next++);
+    } else if (step % 50000 != 49999) {
+      if (!model.empty()) {
+        REQUIRE(q.front() == model.front());
+        q.pop_front();
+        model.pop_front();
+      }
+    } else {
+      const std::uint64_t m = 2 + rng() % 5;
+      q.retain_if([m](std::uint64_t v) { return v % m != 0; });
+      std::deque<std::uint64_t> kept;
+      for (std::uint64_t v : model)
+        if (v % m != 0) kept.push_back(v);
+      model.swap(kept);
+    }
+    REQUIRE(q.size() == model.size());
+  }
+  CHECK(model.size() > 20000);  // several segments deep
+  CHECK(q.mapped_bytes() >= model.size() * 8);
+  q.retain_if([](std::uint64_t) { return false; });
+  CHECK(q.empty());
+  q.push_back(5);
+  CHECK(q.front() == 5);
+  CHECK(q.mapped_bytes() <= 2 * MappedFifo<std::uint64_t>::kSegmentBytes);
+}
+
+TEST_CASE("GhostSet remembers exactly its window of latest inserts and forgets what it hands back", "[detail][ghost]") {
+  GhostSet g(kName);
+  g.set_capacity(1000);
+  for (std::uint64_t i = 0; i < 5000; ++i) g.insert(offheap::detail::mix64(i));
+  // The last 1000 inserts (bar a rare bucket overflow) are in, older ones not.
+  int in_window = 0, older = 0;
+  for (std::uint64_t i = 4000; i < 5000; ++i) in_window += g.take(offheap::detail::mix64(i));
+  for (std::uint64_t i = 0; i < 4000; ++i) older += g.take(offheap::detail::mix64(i));
+  CHECK(in_window >= 990);
+  CHECK(older == 0);
+  // Taken: gone.
+  CHECK_FALSE(g.take(offheap::detail::mix64(4999)));
+  // A larger capacity: a new table; entries from before growth still found.
+  for (std::uint64_t i = 10000; i < 10500; ++i) g.insert(offheap::detail::mix64(i));
+  g.set_capacity(100000);
+  for (std::uint64_t i = 20000; i < 20500; ++i) g.insert(offheap::detail::mix64(i));
+  int before = 0, after = 0;
+  for (std::uint64_t i = 10000; i < 10500; ++i) before += g.take(offheap::detail::mix64(i));
+  for (std::uint64_t i = 20000; i < 20500; ++i) after += g.take(offheap::detail::mix64(i));
+  CHECK(before >= 495);
+  CHECK(after == 500);
+  CHECK(g.entries() <= 100000);
+  g.clear();
+  g.insert(offheap::detail::mix64(1));
+  CHECK(g.take(offheap::detail::mix64(1)));
+  CHECK_FALSE(g.take(offheap::detail::mix64(20000)));
+}
+
+TEST_CASE("NodeLists agree with std::list and a map under random use", "[detail][nodes]") {
+  NodeLists n(kName, "test lists");
+  std::list<std::uint64_t> model[2];  // locations, head first
+  std::unordered_map<std::uint64_t, unsigned> where;
+  std::mt19937_64 rng(3);
+  for (int step = 0; step < 200000; ++step) {
+    const std::uint64_t loc = (rng() % 5000) * 8;
+    const auto op = rng() % 10;
+    const std::uint32_t found = n.find(loc);
+    const auto it = where.find(loc);
+    REQUIRE((found != NodeLists::kNone) == (it != where.end()));
+    if (it == where.end()) {
+      const unsigned list = static_cast<unsigned>(rng() % 2);
+      n.insert(loc, loc * 3, list);
+      model[list].push_front(loc);
+      where[loc] = list;
+    } else if (op < 4) {
+      const unsigned list = static_cast<unsigned>(rng() % 2);
+      n.move_to_head(found, list);
+      model[it->second].remove(loc);
+      model[list].push_front(loc);
+      it->second = list;
+    } else if (op < 6) {
+      n.erase(found);
+      model[it->second].remove(loc);
+      where.erase(it);
+    } else if (op < 7) {
+      // Rekey to a free location: the node keeps its place.
+      const std::uint64_t to = (5000 + rng() % 5000) * 8;
+      if (where.count(to) == 0) {
+        n.rekey(found, to, to * 3);
+        for (auto& l : model[it->second])
+          if (l == loc) l = to;
+        where[to] = it->second;
+        where.erase(loc);
+      }
+    }
+    if (step % 1000 == 0) {
+      for (unsigned l = 0; l < 2; ++l) {
+        REQUIRE(n.length(l) == model[l].size());
+        std::uint32_t x = n.head(l);
+        for (std::uint64_t want : model[l]) {
+          REQUIRE(x != NodeLists::kNone);
+          REQUIRE(n.node(x).loc == want);
+          REQUIRE(n.node(x).stamp == want * 3);
+          x = n.node(x).next;
+        }
+        REQUIRE(x == NodeLists::kNone);
+        if (!model[l].empty()) REQUIRE(n.node(n.tail(l)).loc == model[l].back());
+      }
+    }
+  }
+  CHECK(n.size() == where.size());
+  CHECK(where.size() > 1000);
+}

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// A handful of records for testing one eviction policy alone: each has a
+// location (its number), a stamp, a hash, a size and policy bits, and the
+// test writes, replaces and removes them by hand. The host interface of
+// include/offheap/eviction/policy.hpp; evictions are recorded in order.
+#pragma once
+
+#include <offheap/detail/hash.hpp>
+#include <offheap/eviction/policy.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+namespace offheap_test {
+
+class MockRecords {
+ public:
+  using Handle = offheap::eviction::Handle;
+
+  /// Writes record `id` anew (a new stamp), `bytes` long; returns its
+  /// handle. A rewrite of a live record keeps its policy bits.
+  Handle write(std::uint64_t id, std::uint64_t bytes = 1) {
+    if (id >= recs_.size()) recs_.resize(id + 1);
+    Rec& r = recs_[id];
+    if (!r.live) resident_ += 1;
+    resident_bytes_ += bytes - (r.live ? r.bytes : 0);
+    if (!r.live) r.bits = 0;  // a rewrite keeps them, as a store's index slot does
+    r.live = true;
+    r.stamp = (stamp_ += 2);
+    r.bytes = bytes;
+    return handle(id);
+  }
+  /// Removes record `id` (as the store would, before the policy forgets it
+  /// the caller takes the handle).
+  void remove(std::uint64_t id) {
+    Rec& r = recs_.at(id);
+    if (!r.live) throw std::logic_error("remove of an absent record");
+    r.live = false;
+    resident_ -= 1;
+    resident_bytes_ -= r.bytes;
+  }
+  Handle handle(std::uint64_t id) const {
+    const Rec& r = recs_.at(id);
+    return Handle{id, r.stamp, hash_of(id), r.bytes};
+  }
+  bool live(std::uint64_t id) const { return id < recs_.size() && recs_[id].live; }
+  static std::uint64_t hash_of(std::uint64_t id) { return offheap::detail::mix64(id * 2 + 1); }
+
+  // The host interface.
+  bool current(Handle& h) {
+    if (h.loc >= recs_.size()) return false;
+    const Rec& r = recs_[h.loc];
+    if (!r.live || r.stamp != h.stamp) return false;
+    h.hash = hash_of(h.loc);
+    h.bytes = r.bytes;
+    return true;
+  }
+  std::uint8_t bits(const Handle& h) { return checked(h).bits; }
+  void set_bits(const Handle& h, std::uint8_t b) {
+    if (b > 7) throw std::logic_error("policy bits above 7");
+    checked(h).bits = b;
+  }
+  void evict(const Handle& h) {
+    Rec& r = checked(h);
+    r.live = false;
+    resident_ -= 1;
+    resident_bytes_ -= r.bytes;
+    evicted_.push_back(h.loc);
+  }
+
+  std::uint64_t resident() const { return resident_; }
+  std::uint64_t resident_bytes() const { return resident_bytes_; }
+  const std::vector<std::uint64_t>& evicted() const { return evicted_; }
+  std::uint8_t bits_of(std::uint64_t id) const { return recs_.at(id).bits; }
+
+ private:
+  struct Rec {
+    std::uint64_t stamp = 0;
+    std::uint64_t bytes = 0;
+    bool live = false;
+    std::uint8_t bits = 0;
+  };
+  Rec& checked(const Handle& h) {
+    Rec& r = recs_.at(h.loc);
+    // A policy may ask only about current records.
+    if (!r.live || r.stamp != h.stamp) throw std::logic_error("policy asked about a stale handle");
+    return r;
+  }
+
+  std::vector<Rec> recs_;
+  std::uint64_t stamp_ = 2;
+  std::uint64_t resident_ = 0;
+  std::uint64_t resident_bytes_ = 0;
+  std::vector<std::uint64_t> evicted_;
+};
+
+}  // namespace offheap_test

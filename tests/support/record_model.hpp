@@ -16,7 +16,7 @@
 // The model checks what a store would only assume: every bits(), set_bits()
 // and evict() names a current record, bits fit in 3, and (in simulate())
 // evictions happen only inside evict_one(), exactly one per call that
-// returns true, and only while the next record would not fit. A breach
+// returns true, and only while the records pass the capacity. A breach
 // throws HostError with what happened, so a test fails and the bench stops
 // instead of reporting a miss ratio from a broken run.
 #pragma once
@@ -174,7 +174,7 @@ struct Result {
   std::uint64_t requests = 0;
   std::uint64_t misses = 0;
   std::uint64_t evictions = 0;           // host.evict calls
-  std::uint64_t max_resident_bytes = 0;  // after each admit
+  std::uint64_t max_resident_bytes = 0;  // after each miss's evictions
   double miss_ratio() const noexcept {
     return requests == 0 ? 0.0 : static_cast<double>(misses) / static_cast<double>(requests);
   }
@@ -184,8 +184,11 @@ struct Result {
 /// bytes, every object `object_bytes` long, after telling the policy the
 /// capacity (set_capacity: host and policy agree by construction). A
 /// request for a resident object is a hit (policy.hit); otherwise a miss:
-/// while the new record would not fit, policy.evict_one(host), then the
-/// record is written and admitted.
+/// the record is written and admitted, then policy.evict_one(host) while
+/// the records pass the capacity. That is a cache's order: a write goes in
+/// and the maintenance thread evicts down to the capacity after it
+/// (detail/cache_shard.hpp), so the policy may also let the new record go
+/// at once (an admission policy's refusal).
 /// Throws HostError when the policy breaks the host's contract: evicting a
 /// record that is not current, evicting outside evict_one() or more than
 /// once per call, or holding nothing to evict while the cache is over.
@@ -211,7 +214,10 @@ Result simulate(P& policy, const std::vector<std::uint64_t>& trace, std::uint64_
       continue;
     }
     ++r.misses;
-    while (host.resident_bytes() + object_bytes > capacity) {
+    before = host.evictions();
+    policy.admit(host.insert(id, object_bytes), host);
+    no_eviction_in("admit()", before);
+    while (host.resident_bytes() > capacity) {
       before = host.evictions();
       const bool evicted = policy.evict_one(host);
       const std::uint64_t n = host.evictions() - before;
@@ -224,9 +230,6 @@ Result simulate(P& policy, const std::vector<std::uint64_t>& trace, std::uint64_
                         std::to_string(n) + " evictions");
       }
     }
-    before = host.evictions();
-    policy.admit(host.insert(id, object_bytes), host);
-    no_eviction_in("admit()", before);
     r.max_resident_bytes = std::max(r.max_resident_bytes, host.resident_bytes());
   }
   r.evictions = host.evictions();

@@ -2,9 +2,9 @@
 // A plain LRU cache simulator, written to be obviously correct rather than
 // fast or off-heap: a std::list in recency order and a map from id to its
 // list node. The eviction tests hold offheap::eviction::Lru to it exactly
-// (same trace, same capacity rule as simulate(): a miss evicts from the cold
-// end while the new object would not fit), and the hit-ratio bench prints
-// it for context.
+// (same trace, same capacity rule as simulate(): a miss puts the new object
+// in, then evicts from the cold end while the objects pass the capacity),
+// and the hit-ratio bench prints it for context.
 #pragma once
 
 #include <cstdint>
@@ -39,14 +39,14 @@ inline ReferenceResult reference_lru(const std::vector<std::uint64_t>& trace, st
       continue;
     }
     ++r.misses;
-    while (bytes + object_bytes > capacity) {
+    recency.push_front(id);
+    where.emplace(id, recency.begin());
+    bytes += object_bytes;
+    while (bytes > capacity) {
       where.erase(recency.back());
       recency.pop_back();
       bytes -= object_bytes;
     }
-    recency.push_front(id);
-    where.emplace(id, recency.begin());
-    bytes += object_bytes;
   }
   return r;
 }

@@ -27,6 +27,12 @@
 // After the last kill the store is reopened and every key checked, then
 // closed cleanly and reopened once more (no rebuild) and checked again.
 //
+// The same torture runs on a file-backed cache (offheap::Cache, a capacity
+// below the data written, a removal listener set, background maintenance
+// on): there any key may also be absent (evicted), but never hold a value
+// other than its acknowledged one or one in flight, and a removal or an
+// eviction is never undone.
+//
 // Environment:
 //   OFFHEAP_CRASH_CYCLES  the number of kills (default 100; .ci/run: 300)
 //   OFFHEAP_CRASH_SEED    the seed (printed at the start of every run): it
@@ -53,12 +59,15 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+using offheap::Cache;
 using offheap::Durability;
 using offheap::Options;
 using offheap::Store;
@@ -92,6 +101,7 @@ struct Channel {
   std::atomic<std::uint32_t> rebuilt;   // the open's stats().rebuilt (once opened)
   std::atomic<std::uint64_t> open_ns;   // how long the open took (once opened)
   std::atomic<std::uint64_t> count;     // messages published
+  std::atomic<std::uint64_t> reported;  // a cache's removal listener calls
   Message messages[kMessages];
 
   void reset() {
@@ -99,6 +109,7 @@ struct Channel {
     rebuilt.store(0);
     open_ns.store(0);
     count.store(0);
+    reported.store(0);
   }
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
@@ -122,8 +133,14 @@ bool large_write(const Message& m) {
 
 using State = std::optional<std::string>;  // absent or a value
 
+/// A cache's capacity: about half of what the children keep written, and
+/// room in each shard's share for the largest value.
+constexpr std::uint64_t kCacheCapacity = 256 * 1024;
+
+template <class S>
 Options store_options(const std::filesystem::path& dir, Durability d) {
   Options o;
+  if constexpr (!std::is_same_v<S, Store>) o.capacity_bytes = kCacheCapacity;
   o.path = dir;
   o.shards = 4;
   o.min_chunk_bytes = 4096;
@@ -139,12 +156,21 @@ std::uint64_t now_ns() {
                                         .count());
 }
 
+template <class S>
 [[noreturn]] void child(const std::filesystem::path& dir, Durability d, std::uint64_t seed,
                         std::uint64_t first_seq, Channel& ch) {
   try {
     const std::uint64_t t0 = now_ns();
     ch.progress.store(Channel::opening, std::memory_order_release);
-    Store s(store_options(dir, d));
+    Options o = store_options<S>(dir, d);
+    if constexpr (!std::is_same_v<S, Store>) {
+      // Removals and evictions wait for this listener (their records kept,
+      // file-backed: dead markers written): what a crash must not undo.
+      o.on_removal = [&ch](std::string_view, std::string_view, offheap::RemovalCause) {
+        ch.reported.fetch_add(1, std::memory_order_relaxed);
+      };
+    }
+    S s(o);
     ch.rebuilt.store(s.stats().rebuilt ? 1 : 0, std::memory_order_relaxed);
     ch.open_ns.store(now_ns() - t0, std::memory_order_relaxed);
     ch.progress.store(Channel::opened, std::memory_order_release);
@@ -191,8 +217,20 @@ std::uint64_t now_ns() {
 /// operation whose outcome the parent did not see).
 struct Model {
   std::vector<std::set<State>> keys = std::vector<std::set<State>>(kKeys, {State{}});
+  bool cache = false;  // any key may also be absent: evicted
 
   void acknowledged(const Message& m) {
+    acknowledged_store(m);
+    if (cache) keys[m.key].insert(State{});
+  }
+  /// What the model allows after reading `got` from a reopened store.
+  void narrow(std::uint32_t k, const State& got) {
+    keys[k] = {got};
+    if (cache) keys[k].insert(State{});
+  }
+
+ private:
+  void acknowledged_store(const Message& m) {
     std::set<State>& s = keys[m.key];
     const State v = value_of(m.key, m.seq);
     switch (m.op) {
@@ -218,6 +256,8 @@ struct Model {
       case sync: break;
     }
   }
+
+ public:
   void in_flight(const Message& m) {
     std::set<State>& s = keys[m.key];
     const State v = value_of(m.key, m.seq);
@@ -248,8 +288,9 @@ enum class Landed { before_open, in_recovery, in_clean_open, in_operation, betwe
 
 }  // namespace
 
-TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no removal",
-          "[files][crash]") {
+template <class S>
+void torture() {
+  constexpr bool kCache = !std::is_same_v<S, Store>;
   const int cycles = static_cast<int>(offheap_test::env_u64("OFFHEAP_CRASH_CYCLES", 100));
   const std::uint64_t seed = offheap_test::env_u64("OFFHEAP_CRASH_SEED", std::random_device{}());
   std::cout << "crash_test: seed " << seed << " (OFFHEAP_CRASH_SEED=" << seed
@@ -273,6 +314,8 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
   Channel& ch = *new (shared) Channel;
 
   Model model;
+  model.cache = kCache;
+  std::uint64_t reports = 0;  // a cache's removal listener calls, over all children
   std::vector<std::string> history(kKeys);  // debugging aid: what happened to each key
   std::string clears;
   std::uint64_t seq = 1, acknowledged = 0, in_flight = 0, wrong = 0, failed_opens = 0, rebuilt = 0,
@@ -300,9 +343,9 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
   auto check_store = [&](Durability mode, const std::string& when, bool after_clean_close,
                          const std::string& context) {
     try {
-      Options o = store_options(dir, mode);
+      Options o = store_options<S>(dir, mode);
       o.background_maintenance = false;
-      Store s(o);
+      S s(o);
       if (after_clean_close && s.stats().rebuilt) {
         ++wrong;
         std::cerr << "crash_test: " << when << ": the open after a clean close rebuilt\n";
@@ -324,7 +367,12 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
                     << "; clears:" << clears.substr(clears.size() > 200 ? clears.size() - 200 : 0)
                     << "\n";
         }
-        model.keys[k] = {got};
+        model.narrow(k, got);
+      }
+      if (kCache && s.stats().live_bytes > kCacheCapacity + kCacheCapacity / 16 + 4 * 4096) {
+        ++wrong;
+        std::cerr << "crash_test: " << when << ": the cache holds " << s.stats().live_bytes
+                  << " live bytes, past its capacity and slack\n";
       }
       const std::string problem = s.verify();
       if (!problem.empty()) {
@@ -360,7 +408,7 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
     std::cerr.flush();
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
-    if (pid == 0) child(dir, d, child_seed, seq, ch);
+    if (pid == 0) child<S>(dir, d, child_seed, seq, ch);
 
     // ---- aim and kill ----------------------------------------------------------------
     bool child_gone = false;
@@ -447,6 +495,7 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
       where = Landed::between;
     }
     ++landed[static_cast<int>(where)];
+    reports += ch.reported.load(std::memory_order_relaxed);
     if (progress == Channel::opened) {
       if (ch.rebuilt.load() != 0) rebuild_ns.push_back(ch.open_ns.load());
       if (was_unclean && ch.rebuilt.load() == 0) {
@@ -508,7 +557,7 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
 
   const std::uint64_t in_operation = landed[static_cast<int>(Landed::in_operation)];
   const std::uint64_t in_recovery = landed[static_cast<int>(Landed::in_recovery)];
-  std::cout << "crash torture: " << cycles << " kills (aimed at recovery "
+  std::cout << "crash torture (" << (kCache ? "cache" : "store") << "): " << cycles << " kills (aimed at recovery "
             << aimed[static_cast<int>(Aim::recovery)] << ", writes "
             << aimed[static_cast<int>(Aim::writes)] << ", anywhere "
             << aimed[static_cast<int>(Aim::anywhere)] << "); landed inside operations "
@@ -522,8 +571,10 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
             << " key checks, " << rebuilt << " rebuilds, " << failed_opens << " failed reopens, "
             << wrong << " wrong or lost values (" << wrong - wrong_in_cycles
             << " in the final checks), " << verify_failures << " verify failures, " << child_errors
-            << " child errors (seed " << seed << "); " << child_ns / 1000000
+            << " child errors, " << reports << " removals reported (seed " << seed << "); "
+            << child_ns / 1000000
             << " ms running children, " << check_ns / 1000000 << " ms checking\n";
+  if (kCache) CHECK(reports > 0);  // the children evicted, and told the listener
   CHECK(failed_opens == 0);
   CHECK(final_open);
   CHECK(final_clean);
@@ -539,4 +590,14 @@ TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no r
     CHECK(in_recovery * 20 >= static_cast<std::uint64_t>(cycles));
     CHECK(in_recovery >= 1);
   }
+}
+
+TEST_CASE("SIGKILL at any moment loses no acknowledged write and resurrects no removal",
+          "[files][crash]") {
+  torture<Store>();
+}
+
+TEST_CASE("SIGKILL on a file-backed cache: no wrong value, no removal or eviction undone",
+          "[files][crash][cache]") {
+  torture<Cache>();
 }

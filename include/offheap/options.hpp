@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include <offheap/removal.hpp>
+
 namespace offheap {
 
 /// When a file-backed store forces its records to disk. A process crash
@@ -92,6 +94,21 @@ struct Options {
   /// them). Required (> 0) for a cache; a store (no eviction) refuses
   /// anything but 0 (Errc::invalid_argument).
   std::uint64_t capacity_bytes = 0;
+
+  /// Told of every record that leaves the store (remove, replacement,
+  /// eviction), with its key and value, from the maintenance thread (see
+  /// RemovalListener for the contract). Empty: nobody is told, and a
+  /// record's space is reused at once. Set: a removed record stays whole
+  /// (retired, Stats::retired_records) until the listener has seen it, so
+  /// memory held by retired records grows while the listener falls behind
+  /// (Stats::removals_pending). Updates then write a new record instead of
+  /// rewriting one in place. File-backed stores: a removal also writes a
+  /// small dead marker (so that a crash cannot bring the record back while
+  /// it waits), and removals still waiting at a crash are not reported after
+  /// the reopen (at most once). clear() reports nothing: the records it
+  /// drops and the reports still waiting go unreported
+  /// (Stats::removals_unreported).
+  RemovalListener on_removal;
 
   /// Pre-sizes the index for this many entries, so that a store filled up to
   /// it never rehashes (and new keys allocate nothing). 0: start small.

@@ -28,6 +28,17 @@ struct Stats {
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;
   std::uint64_t removes = 0;  ///< records removed by remove()
+  // Removals by cause (each also counted once when the removal listener,
+  // Options::on_removal, has been told of it): removes (explicit_remove),
+  // removals_replaced, evictions (in the cache section).
+  std::uint64_t removals_replaced = 0;    ///< records a write replaced with a new value
+  std::uint64_t removals_reported = 0;    ///< listener calls made (errors included)
+  std::uint64_t removals_pending = 0;     ///< removed records queued for the listener: its backlog
+  std::uint64_t removals_unreported = 0;  ///< queued removals that clear() dropped unreported
+  std::uint64_t listener_errors = 0;      ///< listener calls that threw
+  std::uint64_t retired_records = 0;       ///< removed records kept whole for the listener
+                                           ///< (queued or being reported), not yet free
+  std::uint64_t retired_record_bytes = 0;  ///< their journal bytes (not in live_bytes)
 
   // Contents.
   std::uint64_t records = 0;          ///< live records (== size())
@@ -82,9 +93,9 @@ struct Stats {
                          ///< close was not clean, or its state files failed their checks)
   std::uint64_t superseded_records = 0;  ///< recovery: older records of a key found beside
                                          ///< a newer one (a crash during an update), freed
-  double open_seconds = 0;
+  double open_seconds = 0;  ///< how long the open took (files: mapping, loading or rebuilding)
   std::uint64_t deferred_records = 0;  ///< Durability::periodic: old records of updates kept
-                                       ///< whole until the next sync makes the new ones durable  ///< how long the open took (files: mapping, loading or rebuilding)
+                                       ///< whole until the next sync makes the new ones durable
 };
 
 }  // namespace offheap

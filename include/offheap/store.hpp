@@ -109,7 +109,7 @@ class OffHeapStore {
     if (files_) open_shards();
     const bool writable = !files_ || !files_->read_only;
     if (writable && options_.background_maintenance &&
-        (Shard::kEvicts || (files_ && options_.durability == Durability::periodic))) {
+        (Shard::kEvicts || options_.on_removal || (files_ && options_.durability == Durability::periodic))) {
       start_maintenance();
     }
   }
@@ -119,7 +119,13 @@ class OffHeapStore {
   /// using the store.
   ~OffHeapStore() {
     try {
-      close();
+      if (files_) {
+        close();
+      } else {
+        // An anonymous store's removals still waiting are reported now.
+        stop_maintenance();
+        report_all();
+      }
     } catch (...) {
     }
   }
@@ -137,12 +143,16 @@ class OffHeapStore {
   /// unclean and the next open rebuilds it, losing nothing.
   /// Requires: no other thread is writing to the store.
   void close() {
+    if (detail::t_in_removal_listener != 0) [[unlikely]] throw_in_listener("close()");
     if (!files_) return;
     // Held through the syncs and the saved state: a sync() from another
     // thread that sees the store closing waits for them (see sync()).
     const std::lock_guard<std::mutex> closing(close_mutex_);
     if (files_->closed.exchange(true)) return;
     stop_maintenance();
+    // Removals still waiting are reported (and their records freed) before
+    // anything is saved: a saved store holds no retired record.
+    if (!files_->read_only) report_all();
     if (files_->read_only || options_.durability == Durability::none) {
       files_->close_synced.store(true, std::memory_order_relaxed);  // nothing to write
       return;
@@ -298,6 +308,7 @@ class OffHeapStore {
   /// size, and their space is reused).
   /// Throws: Error(read_only) for a read-only or closed store.
   void clear() {
+    if (detail::t_in_removal_listener != 0) [[unlikely]] throw_in_listener("clear()");
     check_writable();
     for (Shard& s : shards_) s.clear();
   }
@@ -306,7 +317,9 @@ class OffHeapStore {
   /// growth replaced once no reader can still be inside them (writers also
   /// do this as they go; call it after growth when writes stop); with
   /// Durability::periodic and no background maintenance, syncs when
-  /// options().sync_interval has passed since the last sync.
+  /// options().sync_interval has passed since the last sync; caches evict
+  /// down to their capacity; with Options::on_removal and no background
+  /// maintenance, calls the listener for every removal waiting.
   /// Throws: as sync().
   void maintain() {
     if constexpr (Shard::kEvicts) {
@@ -317,6 +330,9 @@ class OffHeapStore {
       }
     }
     for (Shard& s : shards_) s.maintain();
+    if (!options_.background_maintenance && (!files_ || (!files_->read_only && !files_->closed.load()))) {
+      report_all();
+    }
     if (files_ && !options_.background_maintenance &&
         options_.durability == Durability::periodic && !files_->closed.load() &&
         now_ns() - last_sync_.load(std::memory_order_relaxed) >=
@@ -471,9 +487,13 @@ class OffHeapStore {
   }
 
   /// Effects: checks the store's internal invariants record by record (for
-  /// tests and debugging; O(journal), blocks writers meanwhile).
+  /// tests and debugging; O(journal), blocks writers meanwhile): records,
+  /// free lists, index, counters, and the removed records waiting for the
+  /// removal listener. Throws Error(invalid_argument) from inside the
+  /// listener (it would wait for the listener's own batch).
   /// Returns: "" if they hold, else a description of the first violation.
   std::string verify() const {
+    if (detail::t_in_removal_listener != 0) [[unlikely]] throw_in_listener("verify()");
     for (const Shard& s : shards_) {
       std::string problem = s.verify();
       if (!problem.empty()) return problem;
@@ -528,6 +548,14 @@ class OffHeapStore {
                            "with a writer lock; with a single-writer policy set "
                            "background_maintenance = false and call maintain() from the writing thread");
     }
+    if (!Shard::kLocks && o.on_removal && !o.read_only && o.background_maintenance) {
+      // The maintenance thread calls the listener and frees the records:
+      // without a writer lock it would be a second writer.
+      throw Error(Errc::invalid_argument,
+                  o.name + ": Options::on_removal with background_maintenance needs a policy with a "
+                           "writer lock; with a single-writer policy set background_maintenance = false "
+                           "and call maintain() from the writing thread");
+    }
     if (!Shard::kLocks && Shard::kEvicts && !o.read_only && o.background_maintenance) {
       // The maintenance thread evicts: without a writer lock it would be a
       // second writer.
@@ -570,6 +598,7 @@ class OffHeapStore {
       c.store_id = files->meta.store_id;
       c.sync_error = &files->sync_error;
     }
+    c.report_removals = static_cast<bool>(o.on_removal) && !o.read_only;
     // Keys spread over shards binomially: room for four standard deviations
     // above the mean, so that a store filled to expected_entries never grows.
     if (o.expected_entries != 0) {
@@ -771,6 +800,9 @@ class OffHeapStore {
             for (Shard& s : shards_) busy = s.evict_to_capacity(256) == 256 || busy;
           }
           for (Shard& s : shards_) s.maintain();
+          if (options_.on_removal) {
+            for (Shard& s : shards_) busy = s.report(options_.on_removal, Shard::kReportBatch) == Shard::kReportBatch || busy;
+          }
           if (periodic &&
               now_ns() - last_sync_.load(std::memory_order_relaxed) >=
                   std::chrono::duration_cast<std::chrono::nanoseconds>(options_.sync_interval).count()) {
@@ -782,6 +814,25 @@ class OffHeapStore {
   }
   void stop_maintenance() noexcept {
     if (maintenance_) maintenance_->stop();
+  }
+
+  /// Reports every removal waiting now, shard by shard, on this thread
+  /// (maintain(), close(), an anonymous store's destructor): those the
+  /// listener's own writes cause meanwhile wait for the next call.
+  void report_all() {
+    if (!options_.on_removal) return;
+    for (Shard& s : shards_) {
+      for (std::uint64_t left = s.reports_pending(); left != 0;) {
+        const std::uint64_t n = s.report(options_.on_removal, left);
+        if (n == 0) break;  // clear() took them
+        left -= n;
+      }
+    }
+  }
+  [[noreturn, gnu::cold]] void throw_in_listener(const char* what) const {
+    throw Error(Errc::invalid_argument,
+                name() + ": " + what + " called from inside the removal listener (Options::on_removal), "
+                                       "which it would wait for");
   }
 
   bool write(std::string_view key, std::string_view value, std::uint8_t type,

@@ -69,8 +69,8 @@ struct Shard<P>::EvictHost {
     std::byte* rec = s.journal_.at(loc);
     const record::Meta m = record::read_meta(rec);
     const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-    const Slot marker = s.removal_marker(key.size());  // periodic only; may throw
-    s.remove_at(slot, loc, rec, m, key, marker);
+    const Slot marker = s.removal_marker(key.size());  // may throw; nothing has changed yet
+    s.remove_at(slot, loc, rec, m, key, marker, RemovalCause::evicted);
     s.host_loc_ = ~std::uint64_t{0};
     ++s.evictions_;
   }

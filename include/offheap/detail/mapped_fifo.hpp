@@ -88,6 +88,19 @@ class MappedFifo {
       give_back(done);
     }
   }
+  /// Calls fn(entry) for every entry, oldest first.
+  template <class F>
+  void for_each(F&& fn) const {
+    const Segment* seg = head_;
+    std::uint64_t pos = head_pos_;
+    for (std::uint64_t n = size_; n != 0; --n) {
+      if (pos == kPerSegment) {
+        seg = seg->next;
+        pos = 0;
+      }
+      fn(items(const_cast<Segment*>(seg))[pos++]);
+    }
+  }
   /// Keeps only the entries for which keep(entry) is true, in order, in
   /// one pass that maps nothing (kept entries move toward the front within
   /// the same segments; segments left empty at the back are given back).

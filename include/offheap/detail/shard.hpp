@@ -44,8 +44,10 @@
 #include <offheap/detail/journal.hpp>
 #include <offheap/detail/location.hpp>
 #include <offheap/detail/location_list.hpp>
+#include <offheap/detail/mapped_fifo.hpp>
 #include <offheap/detail/record.hpp>
 #include <offheap/policy.hpp>
+#include <offheap/removal.hpp>
 #include <offheap/stats.hpp>
 
 #include <algorithm>
@@ -120,6 +122,7 @@ struct ShardConfig {
   bool verify_reads = false;     // check a record's checksum on every read
   bool sync_each_write = false;  // Durability::every_write
   bool defer_frees = false;      // Durability::periodic: free an update's old record after a sync
+  bool report_removals = false;  // Options::on_removal set: removed records wait for their report
   std::uint64_t store_id = 0;
   std::atomic<int>* sync_error = nullptr;  // the first failed sync's errno, store-wide
 };
@@ -190,7 +193,8 @@ class alignas(64) Shard {
         sync_each_(config.durable && config.sync_each_write),
         defer_frees_(config.durable && config.defer_frees && !config.sync_each_write),
         crc_seed_(crc_seed(config.store_id, number)), sync_error_(config.sync_error),
-        deferred_(name), dead_(name), policy_(name),
+        deferred_(name), dead_(name), reports_on_(config.report_removals),
+        reports_(name, "the removal listener's queue"), policy_(name),
         count_hits_(kEvicts && !(config.journal.files != nullptr && config.journal.files->read_only)),
         hits_(name) {}
   Shard(const Shard&) = delete;
@@ -342,27 +346,42 @@ class alignas(64) Shard {
       }
       const std::uint64_t cap = m.capacity();
       int err = 0;
-      if (kInPlace && !durable_ && need <= cap) {
+      ++replaced_;
+      if (kInPlace && !durable_ && !reports_on_ && need <= cap) {
         rewrite_in_place(old, rec, cap, need, key, value, type);
         if constexpr (kEvicts) cache_replaced(before, f.slot, old, h);
       } else {
-        if (defer_frees_) deferred_.reserve_one();  // may throw; nothing has changed yet
+        if (reports_on_) {
+          reports_.reserve_one();  // may throw; nothing has changed yet
+        } else if (defer_frees_) {
+          deferred_.reserve_one();  // may throw; nothing has changed yet
+        }
         const Slot s = allocate(need);  // may throw; nothing has changed yet
         write_record(s, key, value, type);
         index_.update(f.slot, s.loc);
         if constexpr (kEvicts) cache_replaced(before, f.slot, s.loc, h);
-        if (defer_frees_) {
+        if (reports_on_ || defer_frees_) {
+          if (reports_on_) {
+            // The old record stays whole until the listener has seen it
+            // (removal_reports.hpp); on disk it is live with a lower stamp,
+            // which recovery ranks below the new one.
+            retire(old, Location::none(), RemovalCause::replaced, record::kHeaderBytes + cap);
+          } else {
           // periodic: the old record stays on disk as it is (live, with its
           // lower stamp: recovery prefers the new one) until a sync has made
           // the new one durable; then sync() frees it. A power loss before
           // finds one or the other, never neither. Readers that still hold
           // its location are turned away by the slot check.
-          deferred_.push(old);
+            deferred_.push(old);
+          }
           live_bytes_ += s.capacity;
           live_bytes_ -= cap;
           key_value_bytes_ += value.size();
           key_value_bytes_ -= m.value_len;
           ++puts_;
+          if (sync_each_) {
+            if (const int e = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity)) sync_failed(e);
+          }
           return true;
         }
         // every_write: the new record is on disk before the old one is freed,
@@ -424,7 +443,7 @@ class alignas(64) Shard {
                                       record::kHeaderBytes + m.capacity()},
                      host);
     }
-    remove_at(f.slot, loc, rec, m, key, marker);
+    remove_at(f.slot, loc, rec, m, key, marker, RemovalCause::explicit_remove);
     ++removes_;
     return true;
   }
@@ -435,7 +454,15 @@ class alignas(64) Shard {
   /// zeros, which no stamp accepts; file-backed ones are zeroed). Chunks
   /// stay mapped, so readers inside need no grace period for them.
   void clear() noexcept {
+    // After a report() in progress: its batch's records are read and freed.
+    const std::lock_guard<std::mutex> reporting(report_mutex_);
     const WriteLock guard(*this);
+    // Removals waiting for their report go unreported (their records are
+    // dropped with the rest).
+    unreported_ += reports_.size();
+    reports_.clear();
+    retired_records_ = 0;
+    retired_bytes_ = 0;
     // A fresh table (the old one retired, as after growth), or emptied in
     // place; either way the generation moves: readers inside restart.
     index_.clear(walks_);  // the old table retired, or emptied in place
@@ -475,11 +502,39 @@ class alignas(64) Shard {
   /// the policy bits its index slot kept. Takes the lock.
   void rebuild_policy();
 
+  // ---- the removal listener (removal_reports.hpp) ------------------------------
+
+  /// A removed record waiting for its report: its location with the cause
+  /// in the low 3 bits (always 0 in a location), and its dead marker's
+  /// location (file-backed) or none.
+  struct Retired {
+    std::uint64_t rec;
+    std::uint64_t marker;
+  };
+  /// Calls fn(key, value, cause) for up to `max` of the oldest removed
+  /// records (at most a batch of kReportBatch), without the writer lock,
+  /// then frees them; returns how many. Takes report_mutex_, and the lock
+  /// twice. Throws what freeing throws (Error(out_of_space) making room on
+  /// periodic's lists): the batch's records then stay allocated.
+  static constexpr std::uint64_t kReportBatch = 256;
+  template <class Fn>
+  std::uint64_t report(Fn& fn, std::uint64_t max);
+  /// Removed records waiting for report() (takes the lock).
+  std::uint64_t reports_pending() const;
+
   /// Adds this shard's figures to `s` (takes the lock for a consistent view).
   void add_stats(Stats& s) const {
     std::lock_guard<Lock> guard(lock_);
     s.puts += puts_;
     s.removes += removes_;
+    s.removals_replaced += replaced_;
+    s.removals_reported += reported_;
+    s.removals_pending += reports_.size();
+    s.removals_unreported += unreported_;
+    s.retired_records += retired_records_;
+    s.retired_record_bytes += retired_bytes_;
+    s.listener_errors += listener_errors_;
+    s.mapped_bytes += reports_.mapped_bytes();
     s.records += records_.load(std::memory_order_relaxed);
     s.key_value_bytes += key_value_bytes_;
     s.live_bytes += live_bytes_;
@@ -629,9 +684,14 @@ class alignas(64) Shard {
     bool prev_free;  // the record before the slot is free
   };
 
-  /// What a removal needs before it changes anything: periodic, a dead
-  /// marker's slot (and room on the lists). Throws Error(out_of_space).
+  /// What a removal needs before it changes anything: periodic, or a
+  /// file-backed store whose removals are reported, a dead marker's slot
+  /// (and room on the lists). Throws Error(out_of_space).
   Slot removal_marker(std::uint64_t key_len) {
+    if (reports_on_) {
+      reports_.reserve_one();
+      return durable_ ? allocate(record::payload_for(key_len, 0)) : Slot{};
+    }
     if (!defer_frees_) return Slot{};
     dead_.reserve_one();
     deferred_.reserve_one();
@@ -640,11 +700,24 @@ class alignas(64) Shard {
 
   /// Removes the record `rec` at `loc`, of `key`, that index slot `slot`
   /// leads to (erase, eviction), with the marker removal_marker() gave.
+  /// Throws only when every_write's msync fails (sync_failed): the removal
+  /// is made in memory, and the store refuses writes from then on.
   void remove_at(std::uint64_t slot, Location loc, std::byte* rec, const record::Meta& m,
-                 std::string_view key, const Slot& marker) noexcept {
+                 std::string_view key, const Slot& marker, RemovalCause cause) {
     index_.erase(slot);  // first: no reader may find a freed record through the index
     const std::uint64_t cap = m.capacity();
-    if (defer_frees_) {
+    int err = 0;
+    if (reports_on_) {
+      // The record stays whole until the listener has seen it. File-backed:
+      // a dead marker (as periodic writes) keeps a crash from bringing it
+      // back meanwhile; the record and the marker are freed after the
+      // report, as this mode frees them (removal_reports.hpp).
+      if (durable_) {
+        write_record(marker, key, {}, 0, record::State::dead);
+        if (sync_each_) err = journal_.sync_range(marker.loc, record::kHeaderBytes + marker.capacity);
+      }
+      retire(loc, durable_ ? marker.loc : Location::none(), cause, record::kHeaderBytes + cap);
+    } else if (defer_frees_) {
       // periodic: older records of the key may still read as live on disk
       // (freed at the last sync, not yet durably), so the removal is a dead
       // marker: a new record holding the key, with a higher stamp, freed
@@ -661,9 +734,8 @@ class alignas(64) Shard {
     if (durable_) journal_.set_records_hint(size());
     key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
     live_bytes_ -= record::kHeaderBytes + cap;
-    if (sync_each_) {
-      if (const int err = journal_.sync_range(loc, record::kHeaderBytes)) sync_failed(err);
-    }
+    if (sync_each_ && !reports_on_) err = journal_.sync_range(loc, record::kHeaderBytes);
+    if (err != 0) sync_failed(err);
   }
 
   // ---- defined in the concern headers included at the end ----------------------
@@ -936,6 +1008,10 @@ class alignas(64) Shard {
   // index_growth.hpp
   void grow_index();
 
+  // removal_reports.hpp
+  void retire(Location loc, Location marker, RemovalCause cause, std::uint64_t bytes) noexcept;
+  void finish_report(const Retired& r);
+
   // cache_shard.hpp: eviction (caches; no-ops in a store)
   struct EvictHost;
   void make_room(std::uint64_t bytes);
@@ -978,6 +1054,16 @@ class alignas(64) Shard {
   LocationList dead_;  // dead markers of removals, oldest first (periodic)
   std::uint64_t dead_dropped_ = 0;   // entries ever taken off dead_
   std::uint64_t dead_freeable_ = 0;  // dead_ entries below this may go at the next sync
+  // Removed records waiting for the removal listener (removal_reports.hpp).
+  bool reports_on_;
+  MappedFifo<Retired> reports_;  // oldest first
+  mutable std::mutex report_mutex_;  // held by report() through a batch; clear() and verify() wait for it
+  std::uint64_t retired_records_ = 0;  // removed, not yet freed: queued or in a batch
+  std::uint64_t retired_bytes_ = 0;    // their journal bytes (header, key, value, padding)
+  std::uint64_t reported_ = 0;
+  std::uint64_t unreported_ = 0;       // dropped by clear()
+  std::uint64_t listener_errors_ = 0;
+  std::uint64_t replaced_ = 0;         // records a write replaced
   bool normalized_ = true;  // false after a read-only recovery: free space left as found
   PendingAdopt batch_[kAdoptBatch];  // recovery only
   std::vector<Location> dead_found_;  // recovery only: dead markers met
@@ -1013,3 +1099,4 @@ class alignas(64) Shard {
 #include <offheap/detail/verify.hpp>
 #include <offheap/detail/walk.hpp>
 #include <offheap/detail/cache_shard.hpp>
+#include <offheap/detail/removal_reports.hpp>

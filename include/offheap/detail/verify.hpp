@@ -17,13 +17,38 @@ namespace offheap::detail {
 
 template <class P>
 std::string Shard<P>::verify() const {
+  // No report() batch in flight: its records are neither queued nor freed.
+  const std::lock_guard<std::mutex> reporting(report_mutex_);
   std::lock_guard<Lock> guard(lock_);
   if (!normalized_) return verify_index();
   std::uint64_t free_records = 0, free_bytes = 0, live = 0, live_bytes = 0, pending_found = 0;
-  // Records waiting for syncs (periodic): old live records and dead markers.
+  // Records waiting for syncs (periodic): old live records and dead markers;
+  // and removed records waiting for their report (with their markers).
   std::vector<std::uint64_t> pending;
   for (std::uint64_t i = 0; i < deferred_.size(); ++i) pending.push_back(deferred_[i].raw());
   for (std::uint64_t i = 0; i < dead_.size(); ++i) pending.push_back(dead_[i].raw());
+  std::uint64_t retired_bytes = 0;
+  std::string bad_retired;
+  reports_.for_each([&](const Retired& r) {
+    const Location loc = Location::from_raw(r.rec & ~Location::kSlotBits);
+    pending.push_back(loc.raw());
+    if (!Location::from_raw(r.marker).is_none()) pending.push_back(r.marker);
+    std::uint64_t avail = 0;
+    const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+    if (rec == nullptr) {
+      bad_retired = "a removed record waiting for its report lies outside the journal";
+      return;
+    }
+    const record::Meta m = record::read_meta(rec);
+    if (m.state() != record::State::live) bad_retired = "a removed record waiting for its report is not whole";
+    retired_bytes += record::kHeaderBytes + m.capacity();
+  });
+  if (!bad_retired.empty()) return bad_retired;
+  if (reports_.size() != retired_records_ || retired_bytes != retired_bytes_) {
+    return "removed records waiting for their report (" + std::to_string(reports_.size()) + ", " +
+           std::to_string(retired_bytes) + " bytes) differ from the counters (" +
+           std::to_string(retired_records_) + ", " + std::to_string(retired_bytes_) + " bytes)";
+  }
   std::sort(pending.begin(), pending.end());
   auto is_pending = [&](Location l) {
     return std::binary_search(pending.begin(), pending.end(), l.raw());
@@ -75,7 +100,8 @@ std::string Shard<P>::verify() const {
   }
   if (pending_found != pending.size()) {
     return "records waiting to be freed in the journal (" + std::to_string(pending_found) +
-           ") differ from the deferred lists (" + std::to_string(pending.size()) + ")";
+           ") differ from the deferred lists and the removal listener's queue (" +
+           std::to_string(pending.size()) + ")";
   }
   if (live != index_.size() || live != size() || live_bytes != live_bytes_) {
     return "live records in the journal (" + std::to_string(live) + ", " +

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+// The removal listener (Options::on_removal): told of every record that
+// leaves a store, with its key, its value and why it left.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+namespace offheap {
+
+/// Why a record left the store.
+enum class RemovalCause : std::uint8_t {
+  explicit_remove = 1,  ///< remove() or remove_if() took it
+  replaced = 2,         ///< a write gave its key a new value (put, replace, ...)
+  evicted = 3,          ///< a cache's policy chose it to hold the capacity
+};
+
+/// "explicit_remove", "replaced", "evicted".
+constexpr const char* to_string(RemovalCause c) noexcept {
+  switch (c) {
+    case RemovalCause::explicit_remove: return "explicit_remove";
+    case RemovalCause::replaced: return "replaced";
+    case RemovalCause::evicted: return "evicted";
+  }
+  return "unknown";
+}
+
+/// Called once per removed record, from the maintenance thread (or from
+/// OffHeapStore::maintain() and close() when there is none), in the order
+/// the records left their shard, with the key and the value the record held:
+/// both views point into the record's own mapped memory and are valid for
+/// the call only. The record's space is reused only after the call returns.
+/// It may read and write the store, but not call clear() or close() on it
+/// (Errc::invalid_argument). An exception it throws is caught and counted
+/// (Stats::listener_errors); the record counts as reported.
+using RemovalListener = std::function<void(std::string_view key, std::string_view value, RemovalCause cause)>;
+
+}  // namespace offheap

@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// offheap::Cache in production mode (two reader-writer threads, the
-// maintenance thread on) against S3Fifo in reference mode (one thread,
-// every hit applied) on the same Zipf trace: the miss ratios agree within
-// half a point. Records are all 64 bytes, so that the cache's byte
-// capacity is a number of objects as in the reference.
+// Each cache in production mode (two reader-writer threads, the
+// maintenance thread on) against its policy in reference mode (one thread,
+// every hit applied) on the same Zipf trace: S3-FIFO's miss ratios agree
+// within half a point, LRU's and W-TinyLFU's within one (they see readers'
+// hits through lossy buffers, drained in batches, where S3-FIFO's frequency
+// bits are raised at once; and between maintenance rounds a cache holds up
+// to its slack above the capacity, which LRU's miss ratio feels most:
+// measured 0.2595 against 0.2653). Records are all 64 bytes,
+// so that the cache's byte capacity is a number of objects as in the
+// reference.
 #include <offheap/offheap.hpp>
 
 #include "support/record_model.hpp"
@@ -16,6 +21,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <typeinfo>
 #include <vector>
 
 namespace {
@@ -30,19 +36,28 @@ std::string key_of(std::uint64_t id) {
 
 }  // namespace
 
-TEST_CASE("S3-FIFO in a cache with two threads and maintenance misses as its reference mode does",
-          "[cache][hitratio]") {
+template <class C, class Reference, int kTolerancePermille>
+struct Subject {
+  using Cache = C;
+  using Policy = Reference;
+  static constexpr double tolerance = kTolerancePermille / 1000.0;
+};
+
+TEMPLATE_TEST_CASE("A cache with two threads and maintenance misses as its policy's reference mode does",
+                   "[cache][hitratio]", (Subject<offheap::Cache, offheap::eviction::S3Fifo, 5>),
+                   (Subject<offheap::LruCache, offheap::eviction::Lru, 10>),
+                   (Subject<offheap::TinyLfuCache, offheap::eviction::WTinyLfu, 10>)) {
   const std::uint64_t objects = 100000, requests = 1000000, cached = 10000;
   const std::vector<std::uint64_t> trace = offheap_test::zipf_trace(objects, 1.0, requests);
 
-  offheap::eviction::S3Fifo reference("reference");
+  typename TestType::Policy reference("reference");
   const double want = offheap_test::simulate(reference, trace, cached * kRecordBytes, kRecordBytes).miss_ratio();
 
   offheap::Options o;
-  o.shards = 1;  // one S3-FIFO, as the reference
+  o.shards = 1;  // one policy, as the reference
   o.capacity_bytes = cached * kRecordBytes;
   o.background_maintenance = true;
-  offheap::Cache cache(o);
+  typename TestType::Cache cache(o);
   const std::string value(31, 'v');
   std::atomic<std::uint64_t> misses{0}, wrong{0};
   std::vector<std::thread> threads;
@@ -69,7 +84,8 @@ TEST_CASE("S3-FIFO in a cache with two threads and maintenance misses as its ref
   const auto s = cache.stats();
   INFO("reference " << want << ", production " << got << ", evictions " << s.evictions);
   CHECK(s.live_bytes <= o.capacity_bytes + o.capacity_bytes / 16 + kRecordBytes);
-  CHECK(got > want - 0.005);
-  CHECK(got < want + 0.005);
-  CHECK(want < 0.25);  // (a Zipf 1.0 trace at a 10% cache: about 0.22)
+  CHECK(got > want - TestType::tolerance);
+  CHECK(got < want + TestType::tolerance);
+  CHECK(want < 0.27);  // (a Zipf 1.0 trace at a 10% cache: 0.21-0.26)
+  std::printf("production vs reference (%s): %.4f vs %.4f\n", typeid(typename TestType::Policy).name(), got, want);
 }

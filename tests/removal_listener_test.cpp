@@ -420,3 +420,64 @@ TEST_CASE("A file-backed store reports what waits at close, then reopens clean",
   const offheap::Stats st = s.stats();
   CHECK(st.retired_records == 0);
 }
+
+TEST_CASE("A listener may call sync() and maintain() while close() reports, with a backlog past a batch",
+          "[removal][files]") {
+  for (const offheap::Durability d : {offheap::Durability::every_write, offheap::Durability::periodic}) {
+    INFO("durability " << offheap::to_string(d));
+    offheap_test::TempDir dir;
+    Store* self = nullptr;
+    std::uint64_t seen = 0, inner_errors = 0;
+    Options o;
+    o.path = dir / "store";
+    o.shards = 1;
+    o.durability = d;
+    o.background_maintenance = false;
+    o.on_removal = [&](std::string_view, std::string_view, RemovalCause) {
+      ++seen;
+      try {
+        self->maintain();  // returns at once: this shard's batch is in flight
+        self->sync();      // during close(): close() makes it durable
+      } catch (const offheap::Error&) {
+        ++inner_errors;
+      }
+    };
+    {
+      Store s(o);
+      self = &s;
+      for (std::uint64_t i = 0; i < 600; ++i) s.put(key_of(i), value_of(i));
+      for (std::uint64_t i = 0; i < 600; ++i) s.remove(key_of(i));  // 600 waiting: more than a batch
+      s.maintain();
+      CHECK(seen == 600);
+      for (std::uint64_t i = 0; i < 300; ++i) s.put(key_of(i), value_of(i, 1));
+      for (std::uint64_t i = 0; i < 300; ++i) s.put(key_of(i), value_of(i, 2));  // 300 replaced
+      s.close();
+      CHECK(seen == 900);
+      CHECK(inner_errors == 0);
+    }
+    o.on_removal = nullptr;
+    Store s(o);
+    CHECK_FALSE(s.stats().rebuilt);
+    CHECK(s.size() == 300);
+    CHECK(s.get(key_of(7)) == std::optional<std::string>(value_of(7, 2)));
+    CHECK(s.verify().empty());
+  }
+}
+
+TEST_CASE("The in-listener guard is per store: another store may be cleared from inside it", "[removal]") {
+  Store other;
+  other.put("x", "1");
+  bool cleared = false;
+  Options o;
+  o.background_maintenance = false;
+  o.on_removal = [&](std::string_view, std::string_view, RemovalCause) {
+    other.clear();
+    cleared = other.empty();
+  };
+  Store s(o);
+  s.put("a", "1");
+  s.remove("a");
+  s.maintain();
+  CHECK(cleared);
+  CHECK(s.stats().listener_errors == 0);
+}

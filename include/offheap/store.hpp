@@ -34,6 +34,7 @@
 #pragma once
 
 #include <offheap/detail/thread_slots.hpp>
+#include <offheap/detail/checked_options.hpp>
 #include <offheap/detail/hash.hpp>
 #include <offheap/detail/maintenance.hpp>
 #include <offheap/detail/os.hpp>
@@ -94,11 +95,11 @@ class OffHeapStore {
   /// format; Error(corrupt_file) for damage that recovery cannot step over;
   /// Error(io_error), Error(out_of_space) when the OS refuses.
   explicit OffHeapStore(Options options = {})
-      : options_(checked(std::move(options))),
+      : options_(detail::checked_options<Shard::kEvicts, Shard::kLocks>(std::move(options))),
         files_(open_files(options_)),
         hash_(options_.hash_seed ? *options_.hash_seed : detail::random_u64()),
         counters_(options_.name),
-        shards_(options_.shards, shard_config(options_, files_.get()), options_.name, hash_,
+        shards_(options_.shards, detail::shard_config(options_, files_.get()), options_.name, hash_,
                 walks_) {
     if constexpr (Shard::kEvicts) {
       // Each shard holds its share; writers pass it by at most the slack
@@ -143,7 +144,7 @@ class OffHeapStore {
   /// unclean and the next open rebuilds it, losing nothing.
   /// Requires: no other thread is writing to the store.
   void close() {
-    if (detail::t_in_removal_listener != 0) [[unlikely]] throw_in_listener("close()");
+    if (detail::t_in_removal_listener == this) [[unlikely]] throw_in_listener("close()");
     if (!files_) return;
     // Held through the syncs and the saved state: a sync() from another
     // thread that sees the store closing waits for them (see sync()).
@@ -151,8 +152,17 @@ class OffHeapStore {
     if (files_->closed.exchange(true)) return;
     stop_maintenance();
     // Removals still waiting are reported (and their records freed) before
-    // anything is saved: a saved store holds no retired record.
-    if (!files_->read_only) report_all();
+    // anything is saved: a saved store holds no retired record. If room to
+    // free them cannot be mapped, the records are still written to disk and
+    // the store left unclean (rebuilt at its next open); then close throws.
+    std::exception_ptr report_error;
+    if (!files_->read_only) {
+      try {
+        report_all();
+      } catch (const Error&) {
+        report_error = std::current_exception();
+      }
+    }
     if (files_->read_only || options_.durability == Durability::none) {
       files_->close_synced.store(true, std::memory_order_relaxed);  // nothing to write
       return;
@@ -177,6 +187,12 @@ class OffHeapStore {
     // records, which steps over the damage instead of trusting it.
     for (const Shard& s : shards_) {
       if (s.damage_left() != 0) return;
+      // Removed records the listener has not seen (report_all() failed to
+      // map room to free them): in no list a saved state would keep.
+      if (s.retired_left() != 0) {
+        if (report_error) std::rethrow_exception(report_error);
+        return;
+      }
     }
     for (Shard& s : shards_) s.save_state(files_->meta.generation);
     detail::sync_dir(files_->dir.get(), name(), files_->path);
@@ -192,6 +208,9 @@ class OffHeapStore {
   /// store then refuses further writes (a retried sync can falsely succeed).
   void sync() {
     if (!files_ || files_->read_only) return;
+    // From inside the listener while close() reports: close() makes it all
+    // durable (and waiting for it here would wait for ourselves).
+    if (detail::t_in_removal_listener == this && files_->closed.load()) return;
 #if defined(OFFHEAP_TESTING_NO_SYNC)
     return;  // a broken build for tests only (tests/power_loss_test.cpp's twin)
 #endif
@@ -308,7 +327,7 @@ class OffHeapStore {
   /// size, and their space is reused).
   /// Throws: Error(read_only) for a read-only or closed store.
   void clear() {
-    if (detail::t_in_removal_listener != 0) [[unlikely]] throw_in_listener("clear()");
+    if (detail::t_in_removal_listener == this) [[unlikely]] throw_in_listener("clear()");
     check_writable();
     for (Shard& s : shards_) s.clear();
   }
@@ -493,7 +512,7 @@ class OffHeapStore {
   /// listener (it would wait for the listener's own batch).
   /// Returns: "" if they hold, else a description of the first violation.
   std::string verify() const {
-    if (detail::t_in_removal_listener != 0) [[unlikely]] throw_in_listener("verify()");
+    if (detail::t_in_removal_listener == this) [[unlikely]] throw_in_listener("verify()");
     for (const Shard& s : shards_) {
       std::string problem = s.verify();
       if (!problem.empty()) return problem;
@@ -509,110 +528,9 @@ class OffHeapStore {
   using Shard = detail::Shard<P>;
   friend class RecordView<P>;
 
-  static Options checked(Options o) {
-    if (o.name.empty()) o.name = o.path.empty() ? "anonymous store" : o.path.string();
-    if (o.shards > 1024) {
-      throw Error(Errc::invalid_argument, o.name + ": Options::shards is " +
-                                              std::to_string(o.shards) + "; the limit is 1024");
-    }
-    if (o.expected_entries > Options::kMaxExpectedEntries) {
-      // 2^40 entries need tens of TiB: beyond that, the index arithmetic
-      // (a double, then doubling a power of two) would overflow.
-      throw Error(Errc::invalid_argument,
-                  o.name + ": Options::expected_entries is " +
-                      std::to_string(o.expected_entries) + "; the limit is 2^40 (" +
-                      std::to_string(Options::kMaxExpectedEntries) + ")");
-    }
-    if (Shard::kEvicts && o.capacity_bytes == 0) {
-      throw Error(Errc::invalid_argument,
-                  o.name + ": a cache needs Options::capacity_bytes (the most bytes of records it holds)");
-    }
-    if (!Shard::kEvicts && o.capacity_bytes != 0) {
-      throw Error(Errc::invalid_argument,
-                  o.name + ": Options::capacity_bytes is set but this store's policy evicts nothing "
-                           "(use offheap::Cache, or a policy with an Eviction)");
-    }
-    if (o.path.empty() && o.read_only) {
-      throw Error(Errc::invalid_argument,
-                  o.name + ": Options::read_only needs a file-backed store (Options::path)");
-    }
-    if (o.sync_interval < std::chrono::milliseconds(1) || o.sync_interval > std::chrono::hours(1)) {
-      throw Error(Errc::invalid_argument, o.name + ": Options::sync_interval must be 1 ms - 1 h");
-    }
-    if (!Shard::kLocks && !o.path.empty() && !o.read_only && o.durability == Durability::periodic &&
-        o.background_maintenance) {
-      // The maintenance thread's syncs free the records they made obsolete:
-      // without a writer lock it would be a second writer.
-      throw Error(Errc::invalid_argument,
-                  o.name + ": Durability::periodic with background_maintenance needs a policy "
-                           "with a writer lock; with a single-writer policy set "
-                           "background_maintenance = false and call maintain() from the writing thread");
-    }
-    if (!Shard::kLocks && o.on_removal && !o.read_only && o.background_maintenance) {
-      // The maintenance thread calls the listener and frees the records:
-      // without a writer lock it would be a second writer.
-      throw Error(Errc::invalid_argument,
-                  o.name + ": Options::on_removal with background_maintenance needs a policy with a "
-                           "writer lock; with a single-writer policy set background_maintenance = false "
-                           "and call maintain() from the writing thread");
-    }
-    if (!Shard::kLocks && Shard::kEvicts && !o.read_only && o.background_maintenance) {
-      // The maintenance thread evicts: without a writer lock it would be a
-      // second writer.
-      throw Error(Errc::invalid_argument,
-                  o.name + ": a cache with background_maintenance needs a policy with a writer "
-                           "lock; with a single-writer policy set background_maintenance = false "
-                           "and call maintain() from the writing thread");
-    }
-    // A file-backed store's shard count comes from its files when it exists
-    // (open_files); a new one takes the default then.
-    if (o.shards == 0 && o.path.empty()) o.shards = default_shards();
-    const std::uint64_t page = detail::page_size();
-    o.min_chunk_bytes = detail::round_up(o.min_chunk_bytes, page);
-    o.max_chunk_bytes = detail::round_up(o.max_chunk_bytes, page);
-    if (o.min_chunk_bytes < 4096 || o.min_chunk_bytes > o.max_chunk_bytes ||
-        o.max_chunk_bytes > (std::uint64_t{1} << 48)) {
-      throw Error(Errc::invalid_argument,
-                  o.name + ": chunk sizes must satisfy 4 KiB <= min_chunk_bytes (" +
-                      std::to_string(o.min_chunk_bytes) + ") <= max_chunk_bytes (" +
-                      std::to_string(o.max_chunk_bytes) + ") <= 2^48");
-    }
-    return o;
-  }
-
   static std::unique_ptr<detail::StoreFiles> open_files(Options& o) {
     if (o.path.empty()) return nullptr;
-    return detail::open_store_files(o, P::id, default_shards());
-  }
-
-  static detail::ShardConfig shard_config(const Options& o, detail::StoreFiles* files) {
-    detail::ShardConfig c;
-    c.journal.min_chunk_bytes = o.min_chunk_bytes;
-    c.journal.max_chunk_bytes = o.max_chunk_bytes;
-    if (files != nullptr) {
-      c.journal.files = &files->backing;
-      c.durable = true;
-      c.verify_reads = o.verify_checksums;
-      c.sync_each_write = o.durability == Durability::every_write;
-      c.defer_frees = o.durability == Durability::periodic;
-      c.store_id = files->meta.store_id;
-      c.sync_error = &files->sync_error;
-    }
-    c.report_removals = static_cast<bool>(o.on_removal) && !o.read_only;
-    // Keys spread over shards binomially: room for four standard deviations
-    // above the mean, so that a store filled to expected_entries never grows.
-    if (o.expected_entries != 0) {
-      const double per = static_cast<double>(o.expected_entries) / o.shards;
-      c.expected_entries = static_cast<std::uint64_t>(per + 4 * std::sqrt(per) + 16);
-    }
-    return c;
-  }
-
-  /// Four shards per hardware thread, a power of two, at most 64: two
-  /// writers then meet on one shard's lock once in eight puts.
-  static std::uint32_t default_shards() noexcept {
-    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    return std::min<std::uint32_t>(64, std::bit_ceil(4 * hw));
+    return detail::open_store_files(o, P::id, detail::default_shards());
   }
 
   /// The shards, constructed in place in one block: a shard is a few pointers
@@ -791,8 +709,9 @@ class OffHeapStore {
   /// still had records to evict.
   void start_maintenance() {
     const bool periodic = files_ && options_.durability == Durability::periodic;
-    const auto idle = Shard::kEvicts ? std::chrono::nanoseconds(std::chrono::milliseconds(1))
-                                     : std::chrono::nanoseconds(options_.sync_interval);
+    const auto idle = Shard::kEvicts || options_.on_removal
+                          ? std::chrono::nanoseconds(std::chrono::milliseconds(1))
+                          : std::chrono::nanoseconds(options_.sync_interval);
     maintenance_ = std::make_unique<detail::MaintenanceThread>(
         [this, periodic] {
           bool busy = false;
@@ -801,7 +720,9 @@ class OffHeapStore {
           }
           for (Shard& s : shards_) s.maintain();
           if (options_.on_removal) {
-            for (Shard& s : shards_) busy = s.report(options_.on_removal, Shard::kReportBatch) == Shard::kReportBatch || busy;
+            for (Shard& s : shards_) {
+              busy = s.report(options_.on_removal, Shard::kReportBatch, this) == Shard::kReportBatch || busy;
+            }
           }
           if (periodic &&
               now_ns() - last_sync_.load(std::memory_order_relaxed) >=
@@ -820,10 +741,12 @@ class OffHeapStore {
   /// (maintain(), close(), an anonymous store's destructor): those the
   /// listener's own writes cause meanwhile wait for the next call.
   void report_all() {
-    if (!options_.on_removal) return;
+    // From inside the listener (maintain() called by it): the batch in
+    // flight holds the shard's report mutex; what waits goes next round.
+    if (!options_.on_removal || detail::t_in_removal_listener == this) return;
     for (Shard& s : shards_) {
       for (std::uint64_t left = s.reports_pending(); left != 0;) {
-        const std::uint64_t n = s.report(options_.on_removal, left);
+        const std::uint64_t n = s.report(options_.on_removal, left, this);
         if (n == 0) break;  // clear() took them
         left -= n;
       }

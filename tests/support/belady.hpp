@@ -130,6 +130,13 @@ class BeladyPolicy {
     newest_ = ~std::uint64_t{0};
   }
 
+  template <class F>
+  void for_each_entry(F&& fn) const {
+    for (const Object& o : objects_) {
+      if (o.resident) fn(o.loc, o.stamp);
+    }
+  }
+
   offheap::eviction::PolicyStats stats() const noexcept {
     offheap::eviction::PolicyStats s;
     s.entries = heap_.size();

@@ -64,6 +64,11 @@ class FifoPolicy {
     bytes_ = 0;
   }
 
+  template <class F>
+  void for_each_entry(F&& fn) const {
+    for (const Entry& e : queue_) fn(e.loc, e.stamp);
+  }
+
   offheap::eviction::PolicyStats stats() const noexcept {
     offheap::eviction::PolicyStats s;
     s.entries = queue_.size();

@@ -70,7 +70,9 @@ struct Shard<P>::EvictHost {
     const record::Meta m = record::read_meta(rec);
     const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
     const Slot marker = s.removal_marker(key.size());  // may throw; nothing has changed yet
-    s.remove_at(slot, loc, rec, m, key, marker, RemovalCause::evicted);
+    // A failed msync (every_write) is noted store-wide, which refuses
+    // writes from then on; the eviction stands, so the policy's books do.
+    (void)s.remove_at(slot, loc, rec, m, key, marker, RemovalCause::evicted);
     s.host_loc_ = ~std::uint64_t{0};
     ++s.evictions_;
   }
@@ -182,6 +184,9 @@ void Shard<P>::make_room(std::uint64_t need) {
 
 template <class P>
 void Shard<P>::cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h) {
+#if defined(OFFHEAP_TESTING_POLICY_HOOK)
+  if (testing_skip_policy("admit")) return;
+#endif
   const std::byte* rec = journal_.at(loc);
   host_loc_ = loc.raw();
   host_slot_ = slot;
@@ -202,6 +207,52 @@ void Shard<P>::cache_replaced(const eviction::Handle& before, std::uint64_t slot
                   eviction::Handle{loc.raw(), record::read_stamp(rec), h,
                                    record::kHeaderBytes + record::read_meta(rec).capacity()},
                   host);  // cannot fail: reserved in write()
+}
+
+/// verify()'s part for caches (under the lock): the policy holds every
+/// live record once (its other handles are stale: skipped by their
+/// stamps), and its byte counts are the live records' bytes.
+template <class P>
+std::string Shard<P>::verify_policy() const {
+  if constexpr (!kEvicts) {
+    return {};
+  } else {
+    if (!count_hits_) return {};  // read-only: the policy was never rebuilt (no evictions)
+    std::vector<std::uint64_t> held;  // locations of the current records the policy holds
+    std::uint64_t held_bytes = 0, entries = 0;
+    policy_.for_each_entry([&](std::uint64_t raw, std::uint64_t stamp) {
+      ++entries;
+      const Location loc = Location::from_raw(raw);
+      std::uint64_t avail = 0;
+      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+      if (rec == nullptr || record::read_stamp(rec) != stamp) return;  // stale
+      const record::Meta m = record::read_meta(rec);
+      if (m.state() != record::State::live || record::kHeaderBytes + m.capacity() > avail) return;
+      const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+      if (!finds(key, loc)) return;  // an old record of its key (periodic), or gone
+      held.push_back(raw);
+      held_bytes += record::kHeaderBytes + m.capacity();
+    });
+    std::sort(held.begin(), held.end());
+    if (std::adjacent_find(held.begin(), held.end()) != held.end()) {
+      return journal_.name() + ": the eviction policy holds a live record twice";
+    }
+    if (held.size() != size() || held_bytes != live_bytes_) {
+      return journal_.name() + ": the eviction policy holds " + std::to_string(held.size()) +
+             " live records (" + std::to_string(held_bytes) + " bytes) of the " + std::to_string(size()) +
+             " indexed (" + std::to_string(live_bytes_) + " bytes)";
+    }
+    const eviction::PolicyStats p = policy_.stats();
+    if (p.bytes != live_bytes_) {
+      return journal_.name() + ": the eviction policy counts " + std::to_string(p.bytes) +
+             " bytes; its live records hold " + std::to_string(live_bytes_);
+    }
+    if (p.entries != entries) {
+      return journal_.name() + ": the eviction policy counts " + std::to_string(p.entries) + " entries and holds " +
+             std::to_string(entries);
+    }
+    return {};
+  }
 }
 
 }  // namespace offheap::detail

@@ -34,7 +34,21 @@ class LocationList {
     data_ = d;
     capacity_ = cap;
   }
-  /// Requires: reserve_one() since the last push.
+  /// Makes room for n more pushes; throws Error(out_of_space) (the list
+  /// unchanged) if it cannot.
+  void reserve(std::uint64_t n) {
+    while (capacity_ - size_ < n) {
+      const std::uint64_t want = size_ + n;
+      std::uint64_t cap = capacity_ == 0 ? page_size() / 8 : capacity_ * 2;
+      while (cap < want) cap *= 2;
+      auto* d = reinterpret_cast<std::uint64_t*>(map_anonymous(cap * 8, name_, "the deferred-free list"));
+      if (size_ != 0) std::memcpy(d, data_, size_ * 8);
+      unmap(data_, capacity_ * 8);
+      data_ = d;
+      capacity_ = cap;
+    }
+  }
+  /// Requires: reserve_one() or reserve() made room since the last push.
   void push(Location loc) noexcept { data_[size_++] = loc.raw(); }
   Location operator[](std::uint64_t i) const noexcept { return Location::from_raw(data_[i]); }
   std::uint64_t size() const noexcept { return size_; }

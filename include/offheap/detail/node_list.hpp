@@ -111,6 +111,11 @@ class NodeLists {
   std::uint32_t head(unsigned list) const noexcept { return lists_[list].head; }
   std::uint64_t length(unsigned list) const noexcept { return lists_[list].length; }
   std::uint64_t size() const noexcept { return count_; }
+  /// Calls fn(node) for every node of `list`, head (most recent) first.
+  template <class F>
+  void for_each(unsigned list, F&& fn) const {
+    for (std::uint32_t n = lists_[list].head; n != kNone; n = node(n).next) fn(node(n));
+  }
 
   void clear() noexcept {
     release();

@@ -22,8 +22,12 @@
 //
 // clear() waits for a batch in flight (report_mutex_) and drops what is
 // still queued, unreported. The listener runs on the thread that calls
-// report() with a thread-local mark, which the store checks to refuse
-// clear() and close() from inside it (they would wait for themselves).
+// report() with a thread-local mark naming its store, which that store
+// checks to refuse clear(), close() and verify() from inside it (they would
+// wait for themselves), and to make maintain() and sync() return at once.
+// Whatever the periodic lists need for a batch is mapped before the batch
+// leaves the queue, so that freeing it cannot fail halfway (a record in no
+// list would never be freed, and would come back after a crash).
 #pragma once
 
 #include <offheap/detail/shard.hpp>
@@ -35,8 +39,8 @@
 
 namespace offheap::detail {
 
-/// Nonzero while this thread is inside a removal listener's call.
-inline thread_local unsigned t_in_removal_listener = 0;
+/// The store whose removal listener this thread is inside, or null.
+inline thread_local const void* t_in_removal_listener = nullptr;
 
 template <class P>
 void Shard<P>::retire(Location loc, Location marker, RemovalCause cause, std::uint64_t bytes) noexcept {
@@ -47,7 +51,7 @@ void Shard<P>::retire(Location loc, Location marker, RemovalCause cause, std::ui
 
 template <class P>
 template <class Fn>
-std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max) {
+std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max, const void* store) {
   struct Item {
     Retired r;
     const std::byte* rec;
@@ -60,6 +64,10 @@ std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max) {
   {
     const WriteLock guard(*this);
     n = std::min({max, kReportBatch, reports_.size()});
+    // Room on the lists that finish_report() fills, before anything leaves
+    // the queue (may throw: nothing changed).
+    if (n != 0 && durable_) dead_.reserve(n);
+    if (n != 0 && defer_frees_) deferred_.reserve(n);
     for (std::uint64_t i = 0; i < n; ++i) {
       const Retired r = reports_.front();
       reports_.pop_front();
@@ -73,7 +81,8 @@ std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max) {
   // orders them before these reads) and nobody writes them until
   // finish_report() frees them.
   std::uint64_t errors = 0;
-  ++t_in_removal_listener;
+  const void* outer = t_in_removal_listener;  // another store's listener may have called this one
+  t_in_removal_listener = store;
   for (std::uint64_t i = 0; i < n; ++i) {
     const Item& it = batch[i];
     const std::string_view key(reinterpret_cast<const char*>(it.rec + record::kHeaderBytes), it.key_len);
@@ -84,15 +93,15 @@ std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max) {
       ++errors;
     }
   }
-  --t_in_removal_listener;
+  t_in_removal_listener = outer;
   const WriteLock guard(*this);
   listener_errors_ += errors;
-  for (std::uint64_t i = 0; i < n; ++i) finish_report(batch[i].r);  // may throw: the rest stay allocated
+  for (std::uint64_t i = 0; i < n; ++i) finish_report(batch[i].r);  // reserved above: cannot fail
   return n;
 }
 
 template <class P>
-void Shard<P>::finish_report(const Retired& r) {
+void Shard<P>::finish_report(const Retired& r) noexcept {
   const Location loc = Location::from_raw(r.rec & ~Location::kSlotBits);
   const Location marker = Location::from_raw(r.marker);
   std::byte* rec = journal_.at(loc);
@@ -102,18 +111,19 @@ void Shard<P>::finish_report(const Retired& r) {
     // As a periodic removal would have at once: the record is freed by the
     // next sync (its successor or marker is on disk by then), the marker
     // two syncs later (durability.hpp).
-    deferred_.reserve_one();  // may throw; nothing has changed yet
-    if (!marker.is_none()) dead_.reserve_one();
-    deferred_.push(loc);
+    deferred_.push(loc);  // reserved by report()
     if (!marker.is_none()) dead_.push(marker);
   } else {
     release(loc, rec, m.capacity(), m.prev_free());
     int err = 0;
     if (sync_each_) err = journal_.sync_range(loc, record::kHeaderBytes);
     // The marker goes once the record's free is on disk (every_write), so
-    // that a power loss finds one or the other; after a failed sync it stays
-    // (writes are refused from now on, and the next open frees it).
-    if (!marker.is_none() && err == 0) {
+    // that a power loss finds one or the other; after a failed sync it waits
+    // on the dead-marker list as recovery leaves it (writes are refused from
+    // now on).
+    if (!marker.is_none() && err != 0) {
+      dead_.push(marker);  // reserved by report()
+    } else if (!marker.is_none()) {
       std::byte* mrec = journal_.at(marker);
       const record::Meta mm = record::read_meta(mrec);
       release(marker, mrec, mm.capacity(), mm.prev_free());

@@ -82,6 +82,17 @@ inline void testing_reader_before_hit(const std::byte* rec) {
 }
 #endif
 
+#if defined(OFFHEAP_TESTING_POLICY_HOOK)
+/// Test-only builds (tests/hooks/policy_audit_test.cpp): a cache asks this
+/// before it tells its policy of an insert ("admit") or a removal
+/// ("forget"); true plants an inconsistency by skipping the call, which
+/// verify() must then report. Never defined in a real build.
+inline bool (*testing_policy_skips)(const char* call) = nullptr;
+inline bool testing_skip_policy(const char* call) {
+  return testing_policy_skips != nullptr && testing_policy_skips(call);
+}
+#endif
+
 /// Spins briefly, then yields, while a reader waits out a writer.
 class Backoff {
  public:
@@ -324,129 +335,10 @@ class alignas(64) Shard {
   /// Writes key -> value per `mode`; returns whether it wrote. `expected` is
   /// compared with the current value in Mode::replace_if.
   bool write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
-             Mode mode, std::string_view expected = {}) {
-    const std::uint64_t need = record::payload_for(key.size(), value.size());
-    const WriteLock guard(*this);
-    if constexpr (kEvicts) {
-      make_room(record::kHeaderBytes + need);  // before the key's slot is found: it may go
-      policy_.reserve();                       // may throw; nothing has changed yet
-    }
-    Index::Found f = find_intact(key, h);
-    if (f.found) {
-      if (mode == Mode::insert) return false;
-      const Location old = index_.location(f.slot);
-      std::byte* rec = journal_.at(old);
-      const record::Meta m = record::read_meta(rec);
-      [[maybe_unused]] const eviction::Handle before{old.raw(), record::read_stamp(rec), h,
-                                                     record::kHeaderBytes + m.capacity()};
-      if (mode == Mode::replace_if &&
-          !(m.value_len == expected.size() &&
-            std::memcmp(record::value_bytes(rec, m.key_len), expected.data(), expected.size()) == 0)) {
-        return false;
-      }
-      const std::uint64_t cap = m.capacity();
-      int err = 0;
-      ++replaced_;
-      if (kInPlace && !durable_ && !reports_on_ && need <= cap) {
-        rewrite_in_place(old, rec, cap, need, key, value, type);
-        if constexpr (kEvicts) cache_replaced(before, f.slot, old, h);
-      } else {
-        if (reports_on_) {
-          reports_.reserve_one();  // may throw; nothing has changed yet
-        } else if (defer_frees_) {
-          deferred_.reserve_one();  // may throw; nothing has changed yet
-        }
-        const Slot s = allocate(need);  // may throw; nothing has changed yet
-        write_record(s, key, value, type);
-        index_.update(f.slot, s.loc);
-        if constexpr (kEvicts) cache_replaced(before, f.slot, s.loc, h);
-        if (reports_on_ || defer_frees_) {
-          if (reports_on_) {
-            // The old record stays whole until the listener has seen it
-            // (removal_reports.hpp); on disk it is live with a lower stamp,
-            // which recovery ranks below the new one.
-            retire(old, Location::none(), RemovalCause::replaced, record::kHeaderBytes + cap);
-          } else {
-          // periodic: the old record stays on disk as it is (live, with its
-          // lower stamp: recovery prefers the new one) until a sync has made
-          // the new one durable; then sync() frees it. A power loss before
-          // finds one or the other, never neither. Readers that still hold
-          // its location are turned away by the slot check.
-            deferred_.push(old);
-          }
-          live_bytes_ += s.capacity;
-          live_bytes_ -= cap;
-          key_value_bytes_ += value.size();
-          key_value_bytes_ -= m.value_len;
-          ++puts_;
-          if (sync_each_) {
-            if (const int e = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity)) sync_failed(e);
-          }
-          return true;
-        }
-        // every_write: the new record is on disk before the old one is freed,
-        // so that its space is reused only once the record that superseded
-        // it is durable.
-        if (sync_each_) err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity);
-        // The prev-free bit read now: allocate() may have taken the record before.
-        release(old, rec, cap, record::read_meta(rec).prev_free());
-        if (sync_each_ && err == 0) err = journal_.sync_range(old, record::kHeaderBytes);
-        live_bytes_ += s.capacity;
-        live_bytes_ -= cap;
-      }
-      key_value_bytes_ += value.size();
-      key_value_bytes_ -= m.value_len;
-      ++puts_;
-      if (err != 0) sync_failed(err);
-      return true;
-    }
-    if (mode == Mode::replace || mode == Mode::replace_if) return false;
-    if (index_.needs_room()) {
-      grow_index();  // may throw; nothing has changed yet
-      f = find_for_write(key, h);
-    }
-    const Slot s = allocate(need);  // may throw; the index only grew
-    write_record(s, key, value, type);
-    index_.insert(f.insert_slot, h, s.loc);
-    if constexpr (kEvicts) cache_admitted(f.insert_slot, s.loc, h);
-    records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    if (durable_) journal_.set_records_hint(size());
-    key_value_bytes_ += key.size() + value.size();
-    live_bytes_ += record::kHeaderBytes + s.capacity;
-    ++puts_;
-    if (++writes_since_reclaim_ % 1024 == 0) index_.drop_retired(walks_);
-    if (sync_each_) {
-      if (const int err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity)) sync_failed(err);
-    }
-    return true;
-  }
+             Mode mode, std::string_view expected = {});
 
   /// Removes `key` (only if its value equals *expected, when given).
-  bool erase(std::string_view key, std::uint64_t h, const std::string_view* expected) {
-    const WriteLock guard(*this);
-    const Index::Found f = find_intact(key, h);
-    if (!f.found) return false;
-    const Location loc = index_.location(f.slot);
-    std::byte* rec = journal_.at(loc);
-    const record::Meta m = record::read_meta(rec);
-    if (expected != nullptr &&
-        !(m.value_len == expected->size() &&
-          std::memcmp(record::value_bytes(rec, m.key_len), expected->data(), expected->size()) == 0)) {
-      return false;
-    }
-    const Slot marker = removal_marker(key.size());  // may throw; nothing has changed yet
-    if constexpr (kEvicts) {
-      host_loc_ = loc.raw();
-      host_slot_ = f.slot;
-      EvictHost host{*this};
-      policy_.forget(eviction::Handle{loc.raw(), record::read_stamp(rec), h,
-                                      record::kHeaderBytes + m.capacity()},
-                     host);
-    }
-    remove_at(f.slot, loc, rec, m, key, marker, RemovalCause::explicit_remove);
-    ++removes_;
-    return true;
-  }
+  bool erase(std::string_view key, std::uint64_t h, const std::string_view* expected);
 
   /// Drops every record. The index is replaced by an empty table (the old
   /// one retired as after growth; emptied in place if no memory is left),
@@ -513,12 +405,18 @@ class alignas(64) Shard {
   };
   /// Calls fn(key, value, cause) for up to `max` of the oldest removed
   /// records (at most a batch of kReportBatch), without the writer lock,
-  /// then frees them; returns how many. Takes report_mutex_, and the lock
-  /// twice. Throws what freeing throws (Error(out_of_space) making room on
-  /// periodic's lists): the batch's records then stay allocated.
+  /// with t_in_removal_listener set to `store`, then frees them; returns how
+  /// many. Takes report_mutex_, and the lock twice. Throws
+  /// Error(out_of_space), nothing changed, if the lists that free the batch
+  /// (file-backed) cannot be made room on.
   static constexpr std::uint64_t kReportBatch = 256;
   template <class Fn>
-  std::uint64_t report(Fn& fn, std::uint64_t max);
+  std::uint64_t report(Fn& fn, std::uint64_t max, const void* store);
+  /// Removed records not yet freed (a clean close saves no shard with any).
+  std::uint64_t retired_left() const {
+    const std::lock_guard<Lock> guard(lock_);
+    return retired_records_;
+  }
   /// Removed records waiting for report() (takes the lock).
   std::uint64_t reports_pending() const;
 
@@ -687,56 +585,15 @@ class alignas(64) Shard {
   /// What a removal needs before it changes anything: periodic, or a
   /// file-backed store whose removals are reported, a dead marker's slot
   /// (and room on the lists). Throws Error(out_of_space).
-  Slot removal_marker(std::uint64_t key_len) {
-    if (reports_on_) {
-      reports_.reserve_one();
-      return durable_ ? allocate(record::payload_for(key_len, 0)) : Slot{};
-    }
-    if (!defer_frees_) return Slot{};
-    dead_.reserve_one();
-    deferred_.reserve_one();
-    return allocate(record::payload_for(key_len, 0));
-  }
+  Slot removal_marker(std::uint64_t key_len);
 
   /// Removes the record `rec` at `loc`, of `key`, that index slot `slot`
   /// leads to (erase, eviction), with the marker removal_marker() gave.
-  /// Throws only when every_write's msync fails (sync_failed): the removal
-  /// is made in memory, and the store refuses writes from then on.
-  void remove_at(std::uint64_t slot, Location loc, std::byte* rec, const record::Meta& m,
-                 std::string_view key, const Slot& marker, RemovalCause cause) {
-    index_.erase(slot);  // first: no reader may find a freed record through the index
-    const std::uint64_t cap = m.capacity();
-    int err = 0;
-    if (reports_on_) {
-      // The record stays whole until the listener has seen it. File-backed:
-      // a dead marker (as periodic writes) keeps a crash from bringing it
-      // back meanwhile; the record and the marker are freed after the
-      // report, as this mode frees them (removal_reports.hpp).
-      if (durable_) {
-        write_record(marker, key, {}, 0, record::State::dead);
-        if (sync_each_) err = journal_.sync_range(marker.loc, record::kHeaderBytes + marker.capacity);
-      }
-      retire(loc, durable_ ? marker.loc : Location::none(), cause, record::kHeaderBytes + cap);
-    } else if (defer_frees_) {
-      // periodic: older records of the key may still read as live on disk
-      // (freed at the last sync, not yet durably), so the removal is a dead
-      // marker: a new record holding the key, with a higher stamp, freed
-      // two syncs later. The key's record stays on disk as it is until a
-      // sync has made the marker durable, as an update's old record does: a
-      // crash inside the marker's write finds it whole, never an older one.
-      write_record(marker, key, {}, 0, record::State::dead);
-      dead_.push(marker.loc);
-      deferred_.push(loc);
-    } else {
-      release(loc, rec, cap, m.prev_free());
-    }
-    records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-    if (durable_) journal_.set_records_hint(size());
-    key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
-    live_bytes_ -= record::kHeaderBytes + cap;
-    if (sync_each_ && !reports_on_) err = journal_.sync_range(loc, record::kHeaderBytes);
-    if (err != 0) sync_failed(err);
-  }
+  /// Returns 0, or the errno of every_write's failed msync (noted
+  /// store-wide: writes are refused from then on); the removal is made in
+  /// memory either way.
+  int remove_at(std::uint64_t slot, Location loc, std::byte* rec, const record::Meta& m,
+                std::string_view key, const Slot& marker, RemovalCause cause) noexcept;
 
   // ---- defined in the concern headers included at the end ----------------------
 
@@ -745,6 +602,8 @@ class alignas(64) Shard {
                                  const std::uint64_t* slots, std::uint64_t slot_words) noexcept;
   // verify.hpp
   std::string verify_index() const;
+  // cache_shard.hpp
+  std::string verify_policy() const;
   bool finds(std::string_view key, Location loc) const;
   // recovery.hpp
   struct PendingAdopt {  // a record waiting in an indexing batch
@@ -773,137 +632,12 @@ class alignas(64) Shard {
   /// holds the writer lock (no record can be half-written).
   template <class OnHit>
   Probe probe(std::string_view key, std::uint64_t h, OnHit& on_hit, Backoff& backoff,
-              bool may_starve, bool locked) const {
-    const std::uint8_t tag = ctrl::tag_of(h);
-    for (;;) {
-      const std::uint64_t generation = index_.acquire_generation();
-      const std::uint64_t serial = index_.acquire_serial();  // after the generation
-      const TableView t = index_.acquire_view();              // after the serial
-      bool restart = false;
-      ProbeSeq seq(h, t.mask);
-      do {
-        const std::uint64_t* line = t.ctrl_word(seq.group());
-        // Pairs with the release store in Index::set_ctrl.
-        const std::uint64_t w = load_acquire(line);
-        for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
-          const Examined e = examine(generation, serial, line + 1 + ctrl::first(m), key, on_hit,
-                                     backoff, may_starve, locked);
-          if (e == Examined::hit) return Probe::hit;
-          if (e == Examined::starved) return Probe::starved;
-          if (e == Examined::restart) {
-            restart = true;
-            break;
-          }
-        }
-        if (!restart && ctrl::match_empty(w)) {
-          // A miss is a conclusion about this table: it must still be current.
-          // (The acquire loads above come first.)
-          if (index_.unchanged_since(generation)) return Probe::miss;
-          restart = true;
-        }
-        // Every group visited without an empty slot: only in a table being
-        // rebuilt in a reused range, which the generation says is stale.
-      } while (!restart && seq.next());
-      if (may_starve && backoff.exhausted()) return Probe::starved;
-      backoff.pause();
-    }
-  }
+              bool may_starve, bool locked) const;
 
   template <class OnHit>
   Examined examine(std::uint64_t generation, std::uint64_t serial, const std::uint64_t* slot,
                    std::string_view key, OnHit& on_hit, Backoff& backoff, bool may_starve,
-                   bool locked) const {
-    for (;; backoff.pause()) {
-      if (may_starve && backoff.exhausted()) return Examined::starved;
-      // Pairs with the release stores in Index::insert/update: the record the
-      // location leads to is visible.
-      const std::uint64_t sw = load_acquire(slot);
-      const Location loc = slot_location(sw);
-#if defined(OFFHEAP_TESTING_READ_HOOK)
-      testing_reader_step();
-#endif
-      // A removal empties the slot's location before its record is freed:
-      // the key this reader saw in the control word is gone from here.
-      if (loc.is_none()) return Examined::other;
-      std::uint64_t avail = 0;
-      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
-      if (rec == nullptr) {
-        // Only a stale table leads outside (or, in a file-backed store, a
-        // damaged one: passed over, counted).
-        if (durable_ && index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) {
-          return met_damage();
-        }
-        return Examined::restart;
-      }
-      const std::uint64_t s1 = record::read_stamp(rec);
-      if (!record::stamp_is_stable(s1)) {
-        // A file-backed record that the current index leads to and that
-        // stays 0, or odd with no writer possible, is damage, never waited
-        // for forever. Whose record it was cannot be told: passed over and
-        // counted (the next write of its key drops it from the index). A
-        // write publishes its slot only after an even stamp, and clear()
-        // moves the generation first.
-        if (durable_ && (s1 == 0 || locked || backoff.hopeless()) &&
-            index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) {
-          return met_damage();
-        }
-        if (s1 == 0) return Examined::restart;  // zeroed by clear(): the table is stale
-        // Odd: a write in progress at a record the slot still leads to in a
-        // current table (then wait), or bytes from a stale location that are
-        // no stamp (then move on). The acquire load of the stamp orders these.
-        if (!index_.unchanged_since(generation)) return Examined::restart;
-        continue;  // reloads the slot
-      }
-      const record::Meta m = record::read_meta(rec);
-      const bool mine = record::is_live_record_of(rec, m, avail, key);
-      if (!record::validate(rec, s1)) continue;
-      if (mine) {
-        // The record is the key's only while the slot still leads to it and
-        // the index generation has not moved: a stale location may land
-        // inside a newer record's bytes once its own record was freed and
-        // merged into a neighbour, or after clear(). The validate fence
-        // orders these loads after the record's words; the writer changed
-        // the slot or the generation before it freed the record.
-        if (!index_.unchanged_since(generation)) return Examined::restart;
-        if (!leads_to(load_relaxed(slot), loc)) continue;
-        if (verify_) {
-          const bool intact = record::checksum_in_place(crc_seed_, rec, loc, s1, m.encode()) ==
-                              record::stored_checksum(rec);
-          if (!record::validate(rec, s1)) continue;
-          if (!index_.unchanged_since(generation)) return Examined::restart;
-          if (!intact) report_corrupt(loc);  // throws
-        }
-#if defined(OFFHEAP_TESTING_READ_HOOK)
-        testing_reader_before_hit(rec);
-#endif
-        // on_hit reads the value and validates the stamp. The bytes it read
-        // are the key's only if, after that validation (its acquire fence
-        // orders this load), the generation has not moved: meanwhile a
-        // writer may have removed the key, merged its record away (or moved
-        // the tail back over it) and covered its start with a value forged
-        // with the very same stamp. (Without such a move, the record could
-        // only have been freed, which changes its stamp, or superseded and
-        // kept whole: then it was the key's current one at the slot check.)
-        if (on_hit(loc, rec, m, s1)) {
-          if (index_.unchanged_since(generation) || still_current(serial, slot, loc, rec, s1)) {
-            if constexpr (Eviction::reader_hits == eviction::ReaderHits::frequency_bits) {
-              if (count_hits_) raise_frequency(slot, sw);
-            } else if constexpr (kBufferedHits) {
-              // (A reader holding the lock finds try_lock refused: the hit drops.)
-              if (count_hits_ && !hits_.record(loc.raw(), s1)) drain_full_ring(loc, s1);
-            }
-            return Examined::hit;
-          }
-          return Examined::restart;
-        }
-        continue;
-      }
-      // Another key's record, or a freed one. That holds only while the slot
-      // still leads here (the validate fence orders this load after the
-      // record's words).
-      if (leads_to(load_relaxed(slot), loc)) return Examined::other;
-    }
-  }
+                   bool locked) const;
 
   /// After a read of the record at `loc` (stamp s1), through `slot` of
   /// the table published as `serial`, during which the generation moved (a
@@ -1010,7 +744,7 @@ class alignas(64) Shard {
 
   // removal_reports.hpp
   void retire(Location loc, Location marker, RemovalCause cause, std::uint64_t bytes) noexcept;
-  void finish_report(const Retired& r);
+  void finish_report(const Retired& r) noexcept;
 
   // cache_shard.hpp: eviction (caches; no-ops in a store)
   struct EvictHost;
@@ -1091,6 +825,8 @@ class alignas(64) Shard {
 // The shard's other concerns, defined out of the class in headers of their
 // own (each includes this one): whoever includes the shard gets them all.
 #include <offheap/detail/durability.hpp>
+#include <offheap/detail/shard_probe.hpp>
+#include <offheap/detail/shard_writes.hpp>
 #include <offheap/detail/index_growth.hpp>
 #include <offheap/detail/integrity.hpp>
 #include <offheap/detail/recovery.hpp>

@@ -109,7 +109,7 @@ std::string Shard<P>::verify() const {
            std::to_string(index_.size()) + ") or the counters (" + std::to_string(size()) +
            ", " + std::to_string(live_bytes_) + " bytes)";
   }
-  return {};
+  return verify_policy();
 }
 
 /// verify() after a read-only recovery, which leaves the free space as it

@@ -78,6 +78,11 @@ class Lru {
     nodes_.clear();
     bytes_ = 0;
   }
+  template <class F>
+  void for_each_entry(F&& fn) const {
+    nodes_.for_each(kList, [&](const detail::NodeLists::Node& n) { fn(n.loc, n.stamp); });
+  }
+
   PolicyStats stats() const noexcept {
     PolicyStats s;
     s.entries = nodes_.size();

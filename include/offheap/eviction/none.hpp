@@ -35,6 +35,8 @@ class NoEviction {
   }
   void clear() noexcept {}
   PolicyStats stats() const noexcept { return {}; }
+  template <class F>
+  void for_each_entry(F&&) const noexcept {}
 };
 
 static_assert(EvictionPolicy<NoEviction>);

@@ -98,9 +98,12 @@ struct HostArchetype {
 ///                        none; may skip and recycle others first
 ///   clear()              the store was cleared
 ///   stats()
+///   for_each_entry(fn)   fn(loc, stamp) for every handle it holds, stale
+///                        ones included (for audits: the store checks that
+///                        each live record is held once, and the bytes)
 template <class P>
 concept EvictionPolicy = requires(P& p, const P& cp, const Handle& h, HostArchetype& host,
-                                  std::uint64_t n) {
+                                  std::uint64_t n, void (*fn)(std::uint64_t, std::uint64_t)) {
   { P::id } -> std::convertible_to<std::uint8_t>;
   { P::reader_hits } -> std::convertible_to<ReaderHits>;
   p.set_capacity(n);
@@ -113,6 +116,7 @@ concept EvictionPolicy = requires(P& p, const P& cp, const Handle& h, HostArchet
   { p.evict_one(host) } -> std::same_as<bool>;
   p.clear();
   { cp.stats() } -> std::same_as<PolicyStats>;
+  cp.for_each_entry(fn);
 };
 
 }  // namespace offheap::eviction

@@ -109,6 +109,12 @@ class S3Fifo {
     small_count_ = main_count_ = 0;
   }
 
+  template <class F>
+  void for_each_entry(F&& fn) const {
+    small_.for_each([&](const Entry& e) { fn(e.loc, e.stamp); });
+    main_.for_each([&](const Entry& e) { fn(e.loc, e.stamp); });
+  }
+
   PolicyStats stats() const noexcept {
     PolicyStats s;
     s.entries = small_.size() + main_.size();

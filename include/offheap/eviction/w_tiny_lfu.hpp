@@ -226,6 +226,13 @@ class WTinyLfu {
     settle_left_ = 0;
   }
 
+  template <class F>
+  void for_each_entry(F&& fn) const {
+    for (const unsigned list : {kWindow, kProbation, kProtected}) {
+      nodes_.for_each(list, [&](const detail::NodeLists::Node& n) { fn(n.loc, n.stamp); });
+    }
+  }
+
   PolicyStats stats() const noexcept {
     PolicyStats s;
     s.entries = nodes_.size();

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+// A shard's writes, under its writer lock: write() (upsert, insert,
+// replace, compare-and-replace) and erase(), and the removal they share
+// (remove_at, with the dead marker removal_marker() makes room for).
+// Every path makes room for what it may need (the policy's node, a list
+// entry, a record) before it changes anything, so a failure leaves the
+// shard as it was; an update's old record is freed, deferred (periodic) or
+// retired for the removal listener, depending on the mode.
+#pragma once
+
+#include <offheap/detail/shard.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace offheap::detail {
+
+template <class P>
+bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
+           Mode mode, std::string_view expected) {
+  const std::uint64_t need = record::payload_for(key.size(), value.size());
+  const WriteLock guard(*this);
+  if constexpr (kEvicts) {
+    make_room(record::kHeaderBytes + need);  // before the key's slot is found: it may go
+    policy_.reserve();                       // may throw; nothing has changed yet
+  }
+  Index::Found f = find_intact(key, h);
+  if (f.found) {
+    if (mode == Mode::insert) return false;
+    const Location old = index_.location(f.slot);
+    std::byte* rec = journal_.at(old);
+    const record::Meta m = record::read_meta(rec);
+    [[maybe_unused]] const eviction::Handle before{old.raw(), record::read_stamp(rec), h,
+                                                   record::kHeaderBytes + m.capacity()};
+    if (mode == Mode::replace_if &&
+        !(m.value_len == expected.size() &&
+          std::memcmp(record::value_bytes(rec, m.key_len), expected.data(), expected.size()) == 0)) {
+      return false;
+    }
+    const std::uint64_t cap = m.capacity();
+    int err = 0;
+    if (kInPlace && !durable_ && !reports_on_ && need <= cap) {
+      ++replaced_;
+      rewrite_in_place(old, rec, cap, need, key, value, type);
+      if constexpr (kEvicts) cache_replaced(before, f.slot, old, h);
+    } else {
+      if (reports_on_) {
+        reports_.reserve_one();  // may throw; nothing has changed yet
+      } else if (defer_frees_) {
+        deferred_.reserve_one();  // may throw; nothing has changed yet
+      }
+      const Slot s = allocate(need);  // may throw; nothing has changed yet
+      ++replaced_;
+      write_record(s, key, value, type);
+      index_.update(f.slot, s.loc);
+      if constexpr (kEvicts) cache_replaced(before, f.slot, s.loc, h);
+      if (reports_on_ || defer_frees_) {
+        if (reports_on_) {
+          // The old record stays whole until the listener has seen it
+          // (removal_reports.hpp); on disk it is live with a lower stamp,
+          // which recovery ranks below the new one.
+          retire(old, Location::none(), RemovalCause::replaced, record::kHeaderBytes + cap);
+        } else {
+        // periodic: the old record stays on disk as it is (live, with its
+        // lower stamp: recovery prefers the new one) until a sync has made
+        // the new one durable; then sync() frees it. A power loss before
+        // finds one or the other, never neither. Readers that still hold
+        // its location are turned away by the slot check.
+          deferred_.push(old);
+        }
+        live_bytes_ += s.capacity;
+        live_bytes_ -= cap;
+        key_value_bytes_ += value.size();
+        key_value_bytes_ -= m.value_len;
+        ++puts_;
+        if (sync_each_) {
+          if (const int e = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity)) sync_failed(e);
+        }
+        return true;
+      }
+      // every_write: the new record is on disk before the old one is freed,
+      // so that its space is reused only once the record that superseded
+      // it is durable.
+      if (sync_each_) err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity);
+      // The prev-free bit read now: allocate() may have taken the record before.
+      release(old, rec, cap, record::read_meta(rec).prev_free());
+      if (sync_each_ && err == 0) err = journal_.sync_range(old, record::kHeaderBytes);
+      live_bytes_ += s.capacity;
+      live_bytes_ -= cap;
+    }
+    key_value_bytes_ += value.size();
+    key_value_bytes_ -= m.value_len;
+    ++puts_;
+    if (err != 0) sync_failed(err);
+    return true;
+  }
+  if (mode == Mode::replace || mode == Mode::replace_if) return false;
+  if (index_.needs_room()) {
+    grow_index();  // may throw; nothing has changed yet
+    f = find_for_write(key, h);
+  }
+  const Slot s = allocate(need);  // may throw; the index only grew
+  write_record(s, key, value, type);
+  index_.insert(f.insert_slot, h, s.loc);
+  if constexpr (kEvicts) cache_admitted(f.insert_slot, s.loc, h);
+  records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (durable_) journal_.set_records_hint(size());
+  key_value_bytes_ += key.size() + value.size();
+  live_bytes_ += record::kHeaderBytes + s.capacity;
+  ++puts_;
+  if (++writes_since_reclaim_ % 1024 == 0) index_.drop_retired(walks_);
+  if (sync_each_) {
+    if (const int err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity)) sync_failed(err);
+  }
+  return true;
+}
+
+template <class P>
+bool Shard<P>::erase(std::string_view key, std::uint64_t h, const std::string_view* expected) {
+  const WriteLock guard(*this);
+  const Index::Found f = find_intact(key, h);
+  if (!f.found) return false;
+  const Location loc = index_.location(f.slot);
+  std::byte* rec = journal_.at(loc);
+  const record::Meta m = record::read_meta(rec);
+  if (expected != nullptr &&
+      !(m.value_len == expected->size() &&
+        std::memcmp(record::value_bytes(rec, m.key_len), expected->data(), expected->size()) == 0)) {
+    return false;
+  }
+  const Slot marker = removal_marker(key.size());  // may throw; nothing has changed yet
+  if constexpr (kEvicts) {
+    bool tell = true;
+#if defined(OFFHEAP_TESTING_POLICY_HOOK)
+    tell = !testing_skip_policy("forget");
+#endif
+    if (tell) {
+      host_loc_ = loc.raw();
+      host_slot_ = f.slot;
+      EvictHost host{*this};
+      policy_.forget(eviction::Handle{loc.raw(), record::read_stamp(rec), h,
+                                      record::kHeaderBytes + m.capacity()},
+                     host);
+    }
+  }
+  const int err = remove_at(f.slot, loc, rec, m, key, marker, RemovalCause::explicit_remove);
+  ++removes_;
+  if (err != 0) sync_failed(err);  // removed in memory; the store refuses writes from now on
+  return true;
+}
+
+template <class P>
+typename Shard<P>::Slot Shard<P>::removal_marker(std::uint64_t key_len) {
+  if (reports_on_) {
+    reports_.reserve_one();
+    return durable_ ? allocate(record::payload_for(key_len, 0)) : Slot{};
+  }
+  if (!defer_frees_) return Slot{};
+  dead_.reserve_one();
+  deferred_.reserve_one();
+  return allocate(record::payload_for(key_len, 0));
+}
+
+template <class P>
+int Shard<P>::remove_at(std::uint64_t slot, Location loc, std::byte* rec, const record::Meta& m,
+              std::string_view key, const Slot& marker, RemovalCause cause) noexcept {
+  index_.erase(slot);  // first: no reader may find a freed record through the index
+  const std::uint64_t cap = m.capacity();
+  int err = 0;
+  if (reports_on_) {
+    // The record stays whole until the listener has seen it. File-backed:
+    // a dead marker (as periodic writes) keeps a crash from bringing it
+    // back meanwhile; the record and the marker are freed after the
+    // report, as this mode frees them (removal_reports.hpp).
+    if (durable_) {
+      write_record(marker, key, {}, 0, record::State::dead);
+      if (sync_each_) err = journal_.sync_range(marker.loc, record::kHeaderBytes + marker.capacity);
+    }
+    retire(loc, durable_ ? marker.loc : Location::none(), cause, record::kHeaderBytes + cap);
+  } else if (defer_frees_) {
+    // periodic: older records of the key may still read as live on disk
+    // (freed at the last sync, not yet durably), so the removal is a dead
+    // marker: a new record holding the key, with a higher stamp, freed
+    // two syncs later. The key's record stays on disk as it is until a
+    // sync has made the marker durable, as an update's old record does: a
+    // crash inside the marker's write finds it whole, never an older one.
+    write_record(marker, key, {}, 0, record::State::dead);
+    dead_.push(marker.loc);
+    deferred_.push(loc);
+  } else {
+    release(loc, rec, cap, m.prev_free());
+  }
+  records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  if (durable_) journal_.set_records_hint(size());
+  key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
+  live_bytes_ -= record::kHeaderBytes + cap;
+  if (sync_each_ && !reports_on_) err = journal_.sync_range(loc, record::kHeaderBytes);
+  if (err != 0) note_sync_error(err);
+  return err;
+}
+
+}  // namespace offheap::detail

@@ -28,6 +28,7 @@
 // the numbers comparable with published ones and with each other, and say
 // nothing about size-aware behaviour or shifting hot sets. A plain
 // executable (no Google Benchmark): what it measures is counts, not time.
+#include "platform.hpp"
 #include "support/belady.hpp"
 #include "support/fifo_policy.hpp"
 #include "support/record_model.hpp"
@@ -276,18 +277,6 @@ std::string exponent(double a) {
   return out;
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  }
-  return "unknown CPU";
-}
-
 struct Curve {
   std::string_view name;
   std::vector<double> miss_ratios;  // one per size
@@ -518,14 +507,8 @@ int run(const Settings& s) {
 #endif
   std::printf("- Subjects: %s%s%s\n", names.c_str(), missing.empty() ? "" : "; no header in this tree: ",
               missing.empty() ? "" : missing.c_str() + 2);
-  std::printf("- Host: %s; ", cpu_model().c_str());
-#if defined(__clang__)
-  std::printf("clang %s\n\n", __clang_version__);
-#elif defined(__GNUC__)
-  std::printf("GCC %s\n\n", __VERSION__);
-#else
-  std::printf("unknown compiler\n\n");
-#endif
+  std::printf("- Host: %s; %s\n\n", offheap_bench::cpu_model().c_str(),
+              offheap_bench::compiler().c_str());
   std::fflush(stdout);
 
   // Belady (subject 0 when present) is the floor: a subject below it means

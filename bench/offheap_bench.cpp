@@ -50,16 +50,17 @@
 #include "concurrent_peers.hpp"
 #include "file_peers.hpp"
 #include "memory.hpp"
+#include "platform.hpp"
 #include "scratch_dir.hpp"
 #include "subjects.hpp"
 #include "summary.hpp"
+#include "w1.hpp"
 #include "workload.hpp"
 
 #include <offheap/offheap.hpp>
 
 #include <benchmark/benchmark.h>
 
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,7 +71,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,19 +90,8 @@ namespace {
 
 // ---- settings ------------------------------------------------------------------
 
-constexpr std::uint64_t kW1Entries = 24'000;
-constexpr std::size_t kW1KeyBytes = 16;
-constexpr std::size_t kW1ValueBytes = 64;
-constexpr unsigned kW1StreamLog2 = 20;       // 1 Mi precomputed key indices per stream
-constexpr unsigned kW1PutPerMille = 100;     // mixed: 10% puts
-constexpr std::size_t kW1ValueVariants = 8;  // puts rotate through these values
-constexpr std::uint64_t kCheckEvery = 8;     // W1 gets: check one in 8 whole (power of 2)
-
-constexpr const char* kDefaultFlags[] = {
-    "--benchmark_repetitions=15",
-    "--benchmark_min_time=0.05",
-    "--benchmark_enable_random_interleaving=true",
-};
+// The W1 shape, its inputs and value check: w1.hpp; the default flags:
+// summary.hpp.
 
 // W1 on threads: at most this many repetitions of this many seconds each,
 // and never more than the --benchmark_repetitions and --benchmark_min_time
@@ -202,58 +191,6 @@ std::string missing_peers() {
 
 // ---- W1 -------------------------------------------------------------------------
 
-struct W1Inputs {
-  KeySet keys = KeySet::random_fixed(kW1Entries, kW1KeyBytes, 0x5EED0001);
-  IndexStream uniform{kW1Entries, kW1StreamLog2, 0, 0x5EED0002};
-  IndexStream mixed{kW1Entries, kW1StreamLog2, kW1PutPerMille, 0x5EED0003};
-  std::vector<std::string> values = value_variants(kW1ValueVariants, kW1ValueBytes);
-};
-
-const W1Inputs& w1_inputs() {
-  static const W1Inputs inputs;
-  return inputs;
-}
-
-/// Whether a value read (while other threads may overwrite it) is one whole
-/// W1 value: the right length, and its first and last words from the same
-/// one of the variants (their first bytes all differ). Applied to every 8th
-/// get, the same for every subject: a check on every get costs a few
-/// nanoseconds, a fair share of a W1 get.
-class WholeValueCheck {
- public:
-  explicit WholeValueCheck(const std::vector<std::string>& variants) {
-    for (std::size_t i = 0; i < variants.size(); ++i) {
-      const std::string& v = variants[i];
-      std::uint8_t& slot = by_first_byte_[static_cast<unsigned char>(v[0])];
-      if (slot != 0 || v.size() != kW1ValueBytes) std::abort();  // the check needs both
-      slot = static_cast<std::uint8_t>(i + 1);
-      first_.push_back(word(v.data()));
-      last_.push_back(word(v.data() + kW1ValueBytes - 8));
-    }
-  }
-
-  bool whole(const std::string& v) const noexcept {
-    if (v.size() != kW1ValueBytes) return false;
-    const unsigned i = by_first_byte_[static_cast<unsigned char>(v[0])];
-    return i != 0 && word(v.data()) == first_[i - 1] &&
-           word(v.data() + kW1ValueBytes - 8) == last_[i - 1];
-  }
-
- private:
-  static std::uint64_t word(const char* p) noexcept {
-    std::uint64_t w;
-    std::memcpy(&w, p, 8);
-    return w;
-  }
-  std::uint8_t by_first_byte_[256] = {};  // variant + 1; 0: none starts so
-  std::vector<std::uint64_t> first_, last_;
-};
-
-const WholeValueCheck& whole_value_check() {
-  static const WholeValueCheck check(w1_inputs().values);
-  return check;
-}
-
 /// Puts the W1 entries into a fresh subject (untimed), then settles it.
 template <class S>
 void fill_w1(S& subject, typename S::Session& session) {
@@ -337,13 +274,6 @@ void finish_w1(benchmark::State& state, W1Fixture<S>& fx, std::uint64_t pos,
     state.SkipWithError(("a get missed a present key or read a wrong value (" +
                          std::to_string(wrong) + " times)").c_str());
   }
-}
-
-/// Whether a W1 get at stream position `p` went wrong: a miss, or (every 8th)
-/// a value that is not one of those written.
-inline bool w1_wrong(bool hit, std::uint64_t p, const std::string& out,
-                     const WholeValueCheck& check) {
-  return !hit || ((p & (kCheckEvery - 1)) == 0 && !check.whole(out));
 }
 
 template <class S>
@@ -499,16 +429,9 @@ void BM_W1MT(benchmark::State& state) {
   }
   const auto stop = std::chrono::steady_clock::now();  // past the stop barrier
 
-  const auto iterations = static_cast<double>(state.iterations());
-  const double allocs = static_cast<double>(thread_allocation_count() - allocs_before);
-  state.SetItemsProcessed(state.iterations());
-  state.counters["allocs/op"] =
-      benchmark::Counter(allocs / std::max(iterations, 1.0), benchmark::Counter::kAvgThreads);
+  set_thread_counters(state, static_cast<double>(thread_allocation_count() - allocs_before),
+                      std::chrono::duration<double>(stop - start).count());
   state.counters["wrong"] = static_cast<double>(wrong);  // summed over the threads
-  if (state.thread_index() == 0) {
-    const double seconds = std::chrono::duration<double>(stop - start).count();
-    state.counters["wall_Mops"] = iterations * state.threads() / std::max(seconds, 1e-9) / 1e6;
-  }
   if (wrong != 0) {
     state.SkipWithError((std::to_string(wrong) +
                          " gets missed a present key or read a torn value").c_str());
@@ -673,38 +596,10 @@ void register_scale() {
 
 // ---- main: flags, platform, phases ------------------------------------------------
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  }
-  return "unknown CPU";
-}
-
 void print_platform() {
-  utsname u{};
-  ::uname(&u);
   std::printf("offheap_bench: offheap %u.%u.%u against every peer found\n", offheap::kVersionMajor,
               offheap::kVersionMinor, offheap::kVersionPatch);
-  std::printf("  CPU:      %s, %u hardware threads\n", cpu_model().c_str(),
-              std::thread::hardware_concurrency());
-  std::printf("  OS:       %s %s %s\n", u.sysname, u.release, u.machine);
-#if defined(__clang__)
-  std::printf("  Compiler: clang %s", __clang_version__);
-#elif defined(__GNUC__)
-  std::printf("  Compiler: GCC %s", __VERSION__);
-#else
-  std::printf("  Compiler: unknown");
-#endif
-#if defined(NDEBUG) && defined(__OPTIMIZE__)
-  std::printf(", optimized, NDEBUG\n");
-#else
-  std::printf(", WARNING: not an optimized NDEBUG build, numbers are not meaningful\n");
-#endif
+  print_host();
   const std::string missing = missing_peers();
   if (!missing.empty()) std::printf("  Not found (not measured): %s\n", missing.c_str());
 #if defined(OFFHEAP_BENCH_HAVE_LMDB) || defined(OFFHEAP_BENCH_HAVE_ROCKSDB) || \
@@ -895,44 +790,6 @@ bool run_phase(SummaryReporter& reporter, const std::vector<std::string>& names)
 
 // ---- summaries ------------------------------------------------------------------
 
-/// "12.34 +-3%" for the median and spread of `v`, or "-" if empty.
-std::string median_cell(const std::vector<double>& v) {
-  if (v.empty()) return "-";
-  char cell[48];
-  std::snprintf(cell, sizeof cell, "%.2f +-%.0f%%", median(v), half_iqr_percent(v));
-  return cell;
-}
-
-/// `x` printed with `format`, or "-" for NaN.
-std::string number_cell(double x, const char* format = "%.2f") {
-  if (std::isnan(x)) return "-";
-  char cell[32];
-  std::snprintf(cell, sizeof cell, format, x);
-  return cell;
-}
-
-std::string ratio_cell(double r) { return r > 0 && !std::isinf(r) ? number_cell(r) : "-"; }
-
-/// 10000000 -> "10,000,000".
-std::string with_commas(std::uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-std::vector<double> items_mops(const std::vector<Sample>& s) {
-  return collect(s, [](const Sample& x) { return x.items_per_second / 1e6; });
-}
-
-std::vector<double> counter_values(const std::vector<Sample>& s, const std::string& name) {
-  return collect(s, [&name](const Sample& x) { return x.counter(name); });
-}
-
-std::vector<double> wall_mops(const std::vector<Sample>& s) { return counter_values(s, "wall_Mops"); }
-
 /// Cores a run on threads kept busy: its threads' CPU time over its wall
 /// time. On a shared machine this says how much of it the run got.
 std::vector<double> cores_busy(const std::vector<Sample>& s) {
@@ -949,12 +806,6 @@ std::vector<double> cpu_mops(const std::vector<Sample>& s) {
   return collect(s, [](const Sample& x) {
     return x.cpu_seconds > 0 ? x.iterations / x.cpu_seconds / 1e6 : NAN;
   });
-}
-
-double sum_of(const std::vector<Sample>& s, const char* counter) {
-  double total = 0;
-  for (const Sample& x : s) total += x.counter(counter, 0.0);
-  return total;
 }
 
 /// The closing summaries, from the samples the reporter kept: one table per
@@ -1283,9 +1134,7 @@ int run(int argc, char** argv) {
   if (!parse_own_flags(user)) return 2;
 
   // Defaults first: a flag the user repeats later wins.
-  std::vector<char*> args{argv[0]};
-  for (const char* f : kDefaultFlags) args.push_back(const_cast<char*>(f));
-  args.insert(args.end(), user.begin(), user.end());
+  std::vector<char*> args = with_default_flags(argv[0], user);
   cap_mt_runs(args);
   print_platform();
   int n = static_cast<int>(args.size());
@@ -1334,13 +1183,7 @@ int run(int argc, char** argv) {
   report.print_markdown(ran_w1 || ran_mt, ran_scale);
   report.print_targets();
   benchmark::Shutdown();
-
-  if (!reporter.errors().empty() || g_wrong_values != 0) {
-    std::printf("\nFAILED:\n");
-    for (const std::string& e : reporter.errors()) std::printf("  %s\n", e.c_str());
-    return 1;
-  }
-  return 0;
+  return reporter.exit_code(g_wrong_values != 0);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Collecting results for the closing summary: a console reporter that keeps
-// every repetition of every benchmark, and the robust statistics (median,
-// interquartile spread) the summary quotes.
+// every repetition of every benchmark, the robust statistics (median,
+// interquartile spread) the summary quotes, and the cells of its tables.
 //
 // The trade-off: this machine is shared and its speed swings, so one
 // benchmark's mean says little. The reporter keeps each repetition's figures
@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -38,6 +39,38 @@ struct Sample {
     return it == counters.end() ? fallback : it->second;
   }
 };
+
+/// Sets the counters of one thread's share of a run on threads: items,
+/// allocs/op (`allocs`: the thread's allocations in its timed loop; averaged
+/// over the threads), and from thread 0 wall_Mops: all threads' operations
+/// over `seconds`, the wall time thread 0 saw between the start and the
+/// stop barrier (see wall_mops below).
+inline void set_thread_counters(benchmark::State& state, double allocs, double seconds) {
+  const auto iterations = static_cast<double>(state.iterations());
+  state.SetItemsProcessed(state.iterations());
+  state.counters["allocs/op"] =
+      benchmark::Counter(allocs / std::max(iterations, 1.0), benchmark::Counter::kAvgThreads);
+  if (state.thread_index() == 0) {
+    state.counters["wall_Mops"] = iterations * state.threads() / std::max(seconds, 1e-9) / 1e6;
+  }
+}
+
+/// The flags offheap_bench and offheap_cache_bench pass to Google Benchmark
+/// ahead of the user's (the last of a flag wins): many short repetitions,
+/// randomly interleaved across subjects.
+inline constexpr const char* kDefaultFlags[] = {
+    "--benchmark_repetitions=15",
+    "--benchmark_min_time=0.05",
+    "--benchmark_enable_random_interleaving=true",
+};
+
+/// argv0, kDefaultFlags, then the user's flags.
+inline std::vector<char*> with_default_flags(char* argv0, const std::vector<char*>& user) {
+  std::vector<char*> args{argv0};
+  for (const char* f : kDefaultFlags) args.push_back(const_cast<char*>(f));
+  args.insert(args.end(), user.begin(), user.end());
+  return args;
+}
 
 class SummaryReporter : public benchmark::ConsoleReporter {
  public:
@@ -80,6 +113,15 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   }
 
   const std::vector<std::string>& errors() const noexcept { return errors_; }
+
+  /// The exit code of the binary: 0, or 1 after listing the errors the runs
+  /// reported, if any did or `failed` says another check failed.
+  int exit_code(bool failed = false) const {
+    if (errors_.empty() && !failed) return 0;
+    std::printf("\nFAILED:\n");
+    for (const std::string& e : errors_) std::printf("  %s\n", e.c_str());
+    return 1;
+  }
 
  private:
   static Sample sample_of(const Run& r) {
@@ -125,6 +167,57 @@ std::vector<double> collect(const std::vector<Sample>& samples, F&& figure) {
     if (!std::isnan(x)) v.push_back(x);
   }
   return v;
+}
+
+// ---- table cells ---------------------------------------------------------------
+
+/// "12.34 +-3%" for the median and spread of `v`, or "-" if empty.
+inline std::string median_cell(const std::vector<double>& v) {
+  if (v.empty()) return "-";
+  char cell[48];
+  std::snprintf(cell, sizeof cell, "%.2f +-%.0f%%", median(v), half_iqr_percent(v));
+  return cell;
+}
+
+/// `x` printed with `format`, or "-" for NaN.
+inline std::string number_cell(double x, const char* format = "%.2f") {
+  if (std::isnan(x)) return "-";
+  char cell[32];
+  std::snprintf(cell, sizeof cell, format, x);
+  return cell;
+}
+
+inline std::string ratio_cell(double r) { return r > 0 && !std::isinf(r) ? number_cell(r) : "-"; }
+
+/// 10000000 -> "10,000,000".
+inline std::string with_commas(std::uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+inline std::vector<double> items_mops(const std::vector<Sample>& s) {
+  return collect(s, [](const Sample& x) { return x.items_per_second / 1e6; });
+}
+
+inline std::vector<double> counter_values(const std::vector<Sample>& s, const std::string& name) {
+  return collect(s, [&name](const Sample& x) { return x.counter(name); });
+}
+
+/// The wall_Mops counter of a run on threads: all threads' operations over
+/// the wall time from the start to the stop barrier (thread 0 measures it).
+inline std::vector<double> wall_mops(const std::vector<Sample>& s) {
+  return counter_values(s, "wall_Mops");
+}
+
+/// The sum of a counter over the samples (0 where a sample lacks it).
+inline double sum_of(const std::vector<Sample>& s, const char* counter) {
+  double total = 0;
+  for (const Sample& x : s) total += x.counter(counter, 0.0);
+  return total;
 }
 
 }  // namespace offheap_bench

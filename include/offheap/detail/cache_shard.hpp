@@ -148,15 +148,17 @@ void Shard<P>::rebuild_policy() {
   }
 }
 
-/// Hands the readers' buffered hits to the policy (under the lock). A hit
-/// on a record that went since is dropped (current() fails).
+/// Hands the readers' buffered hits to the policy (under the lock), as
+/// they were recorded: location, stamp and key hash, without looking the
+/// record up again. The policy applies a hit only to the record it holds
+/// at that location with that stamp (a record that went since was
+/// forgotten, or evicted, first); the key's frequency counts either way.
 template <class P>
 void Shard<P>::drain_hits() {
   if constexpr (kBufferedHits) {
     EvictHost host{*this};
-    hits_.drain([&](std::uint64_t loc, std::uint64_t stamp) {
-      eviction::Handle h{loc, stamp, 0, 0};
-      if (host.current(h)) policy_.hit(h, host);
+    hits_.drain([&](std::uint64_t loc, std::uint64_t stamp, std::uint64_t hash) {
+      policy_.hit(eviction::Handle{loc, stamp, hash, 0}, host);
     });
   }
 }

@@ -31,7 +31,7 @@ namespace offheap::detail {
 
 class HitBuffers {
  public:
-  static constexpr std::uint64_t kEntries = 62;  // a ring is 1 KiB: two words of counters, 62 entries
+  static constexpr std::uint64_t kEntries = 42;  // a ring is 1 KiB: two words of counters, 42 entries
 
   explicit HitBuffers(const std::string& store)
       : rings_(reinterpret_cast<Ring*>(map_anonymous(kBytes, store, "the read buffers"))) {}
@@ -39,11 +39,13 @@ class HitBuffers {
   HitBuffers& operator=(const HitBuffers&) = delete;
   ~HitBuffers() { unmap(rings_, kBytes); }
 
-  /// A reader's hit on the record at `loc` with `stamp`. Returns false,
+  /// A reader's hit on the record at `loc` with `stamp`, of the key whose
+  /// hash is `hash` (the policy's drain needs no second look at the record
+  /// to find it). Returns false,
   /// having recorded nothing, if this thread's ring is full (the caller may
   /// drain and try again, or drop the hit); a thread without a number drops
   /// it (true).
-  bool record(std::uint64_t loc, std::uint64_t stamp) noexcept {
+  bool record(std::uint64_t loc, std::uint64_t stamp, std::uint64_t hash) noexcept {
     const std::uint32_t n = ThreadNumbers::current();
     if (n >= kMaxThreads) return true;
     Ring& r = rings_[n];
@@ -54,12 +56,13 @@ class HitBuffers {
     std::uint64_t* e = r.entries[head % kEntries];
     store_relaxed(e, loc);
     store_relaxed(e + 1, stamp);
+    store_relaxed(e + 2, hash);
     // Pairs with the acquire load of head in drain(): the entry is visible.
     r.head.store(head + 1, std::memory_order_release);
     return true;
   }
 
-  /// Calls fn(loc, stamp) for every hit recorded since the last drain.
+  /// Calls fn(loc, stamp, hash) for every hit recorded since the last drain.
   /// One drainer at a time (the shard's lock).
   template <class F>
   std::uint64_t drain(F&& fn) {
@@ -71,7 +74,7 @@ class HitBuffers {
       const std::uint64_t head = r.head.load(std::memory_order_acquire);
       for (std::uint64_t i = tail; i != head; ++i) {
         const std::uint64_t* e = r.entries[i % kEntries];
-        fn(load_relaxed(e), load_relaxed(e + 1));
+        fn(load_relaxed(e), load_relaxed(e + 1), load_relaxed(e + 2));
       }
       n += head - tail;
       r.tail.store(head, std::memory_order_release);
@@ -85,7 +88,7 @@ class HitBuffers {
   struct alignas(64) Ring {
     std::atomic<std::uint64_t> head;  // written by the reader thread
     std::atomic<std::uint64_t> tail;  // written by the drainer
-    std::uint64_t entries[kEntries][2];
+    std::uint64_t entries[kEntries][3];  // location, stamp, key hash
   };
   static_assert(sizeof(Ring) == 1024);
   static constexpr std::uint64_t kBytes = std::uint64_t{kMaxThreads} * sizeof(Ring);

@@ -178,13 +178,13 @@ class alignas(64) Shard {
   /// A reader whose hit ring is full: drains the shard's rings if the
   /// writer lock is free at once (never waits), then records the hit; else
   /// drops it.
-  [[gnu::noinline, gnu::cold]] void drain_full_ring(Location loc, std::uint64_t stamp) const {
+  [[gnu::noinline, gnu::cold]] void drain_full_ring(Location loc, std::uint64_t stamp, std::uint64_t h) const {
     if constexpr (requires { lock_.try_lock(); }) {
       if (starving_readers_.load(std::memory_order_relaxed) != 0 || !lock_.try_lock()) return;
       std::atomic_thread_fence(std::memory_order_release);  // as WriteLock's
       const_cast<Shard*>(this)->drain_hits();
       lock_.unlock();
-      hits_.record(loc.raw(), stamp);
+      hits_.record(loc.raw(), stamp, h);
     }
   }
   /// Whether a slot's word leads to `loc` (a real location).
@@ -277,7 +277,7 @@ class alignas(64) Shard {
               if constexpr (Eviction::reader_hits == eviction::ReaderHits::frequency_bits) {
                 if (count_hits_) raise_frequency(slot, sw);
               } else if constexpr (kBufferedHits) {
-                if (count_hits_ && !hits_.record(loc.raw(), s1)) [[unlikely]] drain_full_ring(loc, s1);
+                if (count_hits_ && !hits_.record(loc.raw(), s1, h)) [[unlikely]] drain_full_ring(loc, s1, h);
               }
               return true;
             }
@@ -636,8 +636,8 @@ class alignas(64) Shard {
 
   template <class OnHit>
   Examined examine(std::uint64_t generation, std::uint64_t serial, const std::uint64_t* slot,
-                   std::string_view key, OnHit& on_hit, Backoff& backoff, bool may_starve,
-                   bool locked) const;
+                   std::string_view key, std::uint64_t h, OnHit& on_hit, Backoff& backoff,
+                   bool may_starve, bool locked) const;
 
   /// After a read of the record at `loc` (stamp s1), through `slot` of
   /// the table published as `serial`, during which the generation moved (a

@@ -32,7 +32,7 @@ typename Shard<P>::Probe Shard<P>::probe(std::string_view key, std::uint64_t h, 
       // Pairs with the release store in Index::set_ctrl.
       const std::uint64_t w = load_acquire(line);
       for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
-        const Examined e = examine(generation, serial, line + 1 + ctrl::first(m), key, on_hit,
+        const Examined e = examine(generation, serial, line + 1 + ctrl::first(m), key, h, on_hit,
                                    backoff, may_starve, locked);
         if (e == Examined::hit) return Probe::hit;
         if (e == Examined::starved) return Probe::starved;
@@ -58,8 +58,8 @@ typename Shard<P>::Probe Shard<P>::probe(std::string_view key, std::uint64_t h, 
 template <class P>
 template <class OnHit>
 typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uint64_t serial, const std::uint64_t* slot,
-                 std::string_view key, OnHit& on_hit, Backoff& backoff, bool may_starve,
-                 bool locked) const {
+                 std::string_view key, std::uint64_t h, OnHit& on_hit, Backoff& backoff,
+                 bool may_starve, bool locked) const {
   for (;; backoff.pause()) {
     if (may_starve && backoff.exhausted()) return Examined::starved;
     // Pairs with the release stores in Index::insert/update: the record the
@@ -137,7 +137,7 @@ typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uin
             if (count_hits_) raise_frequency(slot, sw);
           } else if constexpr (kBufferedHits) {
             // (A reader holding the lock finds try_lock refused: the hit drops.)
-            if (count_hits_ && !hits_.record(loc.raw(), s1)) drain_full_ring(loc, s1);
+            if (count_hits_ && !hits_.record(loc.raw(), s1, h)) drain_full_ring(loc, s1, h);
           }
           return Examined::hit;
         }

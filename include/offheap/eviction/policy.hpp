@@ -92,8 +92,11 @@ struct HostArchetype {
 ///                        bits as stored are kept
 ///   forget(h, host)      a record about to be removed (not by evict()),
 ///                        still current: its bytes leave
-///   hit(h, host)         a read of a current record (reference mode, or a
-///                        drained buffer)
+///   hit(h, host)         a read of a record (reference mode: current; from
+///                        a drained buffer, h.loc, h.stamp and h.hash as
+///                        the reader saw them, h.bytes 0, and the record
+///                        may have gone since: applied only if the policy
+///                        holds h.loc with h.stamp)
 ///   evict_one(host)      evicts one record (host.evict), false if it holds
 ///                        none; may skip and recycle others first
 ///   clear()              the store was cleared

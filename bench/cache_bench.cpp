@@ -335,6 +335,12 @@ void BM_Cache(benchmark::State& state) {
     state.counters["live_bytes"] = static_cast<double>(s.live_bytes);
     state.counters["records"] = static_cast<double>(s.records);
     if (O == Op::get_hit) state.counters["hit_keys"] = static_cast<double>(hit_count);
+    if (s.policy_hits_applied + s.policy_hits_dropped != 0) {
+      // Lru, WTinyLfu: the share of readers' hits that reached the policy
+      // since the subject was made (the rest found their ring full).
+      state.counters["hits_kept"] = static_cast<double>(s.policy_hits_applied) /
+                                    static_cast<double>(s.policy_hits_applied + s.policy_hits_dropped);
+    }
     if (kCapped<S> && s.live_bytes > live_bound(s.shards)) {
       state.SkipWithError(("live_bytes " + with_commas(s.live_bytes) + " past the bound " +
                            with_commas(live_bound(s.shards))).c_str());

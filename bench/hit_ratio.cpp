@@ -28,6 +28,7 @@
 // the numbers comparable with published ones and with each other, and say
 // nothing about size-aware behaviour or shifting hot sets. A plain
 // executable (no Google Benchmark): what it measures is counts, not time.
+#include "cli.hpp"
 #include "platform.hpp"
 #include "support/belady.hpp"
 #include "support/fifo_policy.hpp"
@@ -49,7 +50,6 @@
 #endif
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -71,6 +71,10 @@
 
 namespace {
 
+using offheap_bench::exponent;
+using offheap_bench::parse_doubles;
+using offheap_bench::parse_u64;
+using offheap_bench::with_commas;
 using offheap_test::simulate;
 
 // ---- settings -----------------------------------------------------------------
@@ -253,28 +257,10 @@ class Results {
 
 // ---- output ------------------------------------------------------------------------
 
-std::string with_commas(std::uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 std::string percent(double p) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g%%", p);
   return buf;
-}
-
-// An exponent as the issue writes it: 1.0, not 1.
-std::string exponent(double a) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", a);
-  std::string out = buf;
-  if (out.find_first_of(".e") == std::string::npos) out += ".0";
-  return out;
 }
 
 struct Curve {
@@ -381,30 +367,6 @@ void usage(const char* argv0) {
   std::printf("; default all)\n");
 }
 
-bool parse_u64(const char* v, std::uint64_t& out) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long n = std::strtoull(v, &end, 0);
-  if (errno != 0 || end == v || *end != '\0' || *v == '-') return false;
-  out = n;
-  return true;
-}
-
-bool parse_doubles(const char* v, std::vector<double>& out) {
-  out.clear();
-  std::string_view rest(v);
-  while (!rest.empty()) {
-    const std::size_t comma = rest.find(',');
-    const std::string item(rest.substr(0, comma));
-    char* end = nullptr;
-    const double d = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !(d >= 0) || !std::isfinite(d)) return false;
-    out.push_back(d);
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-  }
-  return true;
-}
-
 std::vector<std::string> split(const char* v) {
   std::vector<std::string> out;
   std::string_view rest(v);
@@ -418,61 +380,50 @@ std::vector<std::string> split(const char* v) {
 
 // Fills `s` from argv; false (having said why) on a bad flag.
 bool parse_flags(int argc, char** argv, Settings& s) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg(argv[i]);
-    const auto value = [&](std::string_view flag) -> const char* {
-      return arg.substr(0, flag.size()) == flag ? argv[i] + flag.size() : nullptr;
-    };
-    const auto fail = [&](const char* why) {
-      std::fprintf(stderr, "%s: %s\n", argv[i], why);
-      return false;
-    };
+  return offheap_bench::parse_flags(argc, argv, usage, [&s](const offheap_bench::Flag& flag) {
     std::uint64_t n = 0;
-    if (const char* v = value("--objects=")) {
-      if (!parse_u64(v, n) || n == 0 || n >= (std::uint64_t{1} << 32)) return fail("wants a number in [1, 2^32)");
+    if (const char* v = flag.value("--objects=")) {
+      if (!parse_u64(v, n) || n == 0 || n >= (std::uint64_t{1} << 32)) return flag.fail("wants a number in [1, 2^32)");
       s.objects = n;
-    } else if (const char* v = value("--requests=")) {
-      if (!parse_u64(v, n) || n == 0) return fail("wants a positive number");
+    } else if (const char* v = flag.value("--requests=")) {
+      if (!parse_u64(v, n) || n == 0) return flag.fail("wants a positive number");
       s.requests = n;
-    } else if (const char* v = value("--alphas=")) {
-      if (!parse_doubles(v, s.alphas) || s.alphas.empty()) return fail("wants exponents >= 0, comma-separated");
-    } else if (const char* v = value("--sizes=")) {
+    } else if (const char* v = flag.value("--alphas=")) {
+      if (!parse_doubles(v, s.alphas) || s.alphas.empty()) return flag.fail("wants exponents >= 0, comma-separated");
+    } else if (const char* v = flag.value("--sizes=")) {
       if (!parse_doubles(v, s.sizes) || s.sizes.empty() ||
           std::any_of(s.sizes.begin(), s.sizes.end(), [](double p) { return p <= 0 || p > 100; })) {
-        return fail("wants percents in (0, 100], comma-separated");
+        return flag.fail("wants percents in (0, 100], comma-separated");
       }
-    } else if (const char* v = value("--curve_alpha=")) {
+    } else if (const char* v = flag.value("--curve_alpha=")) {
       std::vector<double> one;
-      if (!parse_doubles(v, one) || one.size() != 1) return fail("wants one exponent >= 0");
+      if (!parse_doubles(v, one) || one.size() != 1) return flag.fail("wants one exponent >= 0");
       s.curve_alpha = one[0];
-    } else if (const char* v = value("--curve_sizes=")) {
+    } else if (const char* v = flag.value("--curve_sizes=")) {
       if (!parse_doubles(v, s.curve_sizes) ||
           std::any_of(s.curve_sizes.begin(), s.curve_sizes.end(), [](double p) { return p <= 0 || p > 100; })) {
-        return fail("wants percents in (0, 100], comma-separated");
+        return flag.fail("wants percents in (0, 100], comma-separated");
       }
       std::sort(s.curve_sizes.begin(), s.curve_sizes.end());
-    } else if (const char* v = value("--svg=")) {
-      if (*v == '\0') return fail("wants a path");
+    } else if (const char* v = flag.value("--svg=")) {
+      if (*v == '\0') return flag.fail("wants a path");
       s.svg = v;
-    } else if (const char* v = value("--seed=")) {
-      if (!parse_u64(v, n)) return fail("wants a number");
+    } else if (const char* v = flag.value("--seed=")) {
+      if (!parse_u64(v, n)) return flag.fail("wants a number");
       s.seed = n;
-    } else if (const char* v = value("--policies=")) {
+    } else if (const char* v = flag.value("--policies=")) {
       s.only = split(v);
       const std::vector<SubjectInfo> all = subject_infos(static_cast<Subjects*>(nullptr));
       for (const std::string& k : s.only) {
         if (std::none_of(all.begin(), all.end(), [&](const SubjectInfo& x) { return x.key == k; })) {
-          return fail("names a subject not built in (see --help)");
+          return flag.fail("names a subject not built in (see --help)");
         }
       }
-    } else if (arg == "--help" || arg == "-h") {
-      usage(argv[0]);
-      std::exit(0);
     } else {
-      return fail("unknown flag (see --help)");
+      return flag.unknown();
     }
-  }
-  return true;
+    return true;
+  });
 }
 
 // ---- main -------------------------------------------------------------------------

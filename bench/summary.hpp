@@ -12,6 +12,8 @@
 // rather than every repetition; --benchmark_out still receives every run.
 #pragma once
 
+#include "cli.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -188,16 +190,6 @@ inline std::string number_cell(double x, const char* format = "%.2f") {
 }
 
 inline std::string ratio_cell(double r) { return r > 0 && !std::isinf(r) ? number_cell(r) : "-"; }
-
-/// 10000000 -> "10,000,000".
-inline std::string with_commas(std::uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 inline std::vector<double> items_mops(const std::vector<Sample>& s) {
   return collect(s, [](const Sample& x) { return x.items_per_second / 1e6; });

@@ -369,10 +369,12 @@ TEST_CASE("a file-backed cache (checksums verified on reads, the default) counts
 
 namespace {
 /// A cache for one writing thread: no writer lock.
-struct SingleWriterCachePolicy : offheap::SingleWriterPolicy {
-  using Eviction = offheap::eviction::S3Fifo;
-  static constexpr std::uint8_t id = 3;
+template <class E, std::uint8_t Id>
+struct SingleWriterCacheOf : offheap::SingleWriterPolicy {
+  using Eviction = E;
+  static constexpr std::uint8_t id = Id;
 };
+using SingleWriterCachePolicy = SingleWriterCacheOf<offheap::eviction::S3Fifo, 3>;
 }  // namespace
 
 TEST_CASE("a cache without a writer lock refuses a maintenance thread (a second writer)",
@@ -519,4 +521,149 @@ TEST_CASE("a record damaged after a clean close is never evicted by its damaged 
   INFO("evictions " << st.evictions << ", corrupt records " << st.corrupt_records << ", keys written " << n);
   CHECK(lost == 0);
   CHECK(corrupt == 0);
+}
+
+TEMPLATE_TEST_CASE("readers' hits reach LRU and W-TinyLFU through their rings: drained by a reader "
+                   "without a maintenance thread, dropped and counted with one",
+                   "[cache]", LruCache, TinyLfuCache) {
+  constexpr std::uint64_t kRing = 32;  // entries per thread and shard (hit_buffers.hpp)
+  constexpr std::uint64_t kKeys = 200, kReads = 200000;
+  Options o = cache_options(1 << 20, 1);
+  SECTION("without a maintenance thread, a reader whose ring is full drains it itself") {
+    TestType c(o);
+    for (std::uint64_t i = 0; i < kKeys; ++i) c.put(key_of(i), value_of(i));
+    for (std::uint64_t i = 0; i < kReads; ++i) REQUIRE(c.contains(key_of(i % kKeys)));
+    const auto s = c.stats();
+    // Every hit reached the policy but those still in the ring; none dropped.
+    CHECK(s.policy_hits_dropped == 0);
+    CHECK(s.policy_hits_applied <= kReads);
+    CHECK(s.policy_hits_applied + kRing >= kReads);
+    c.maintain();  // drains the rest
+    CHECK(c.stats().policy_hits_applied == kReads);
+    CHECK(!c.stats().maintenance_running);
+    CHECK(c.stats().maintenance_rounds == 0);
+  }
+  SECTION("with one, a reader never drains: a hit that finds its ring full is dropped") {
+    o.background_maintenance = true;
+    TestType c(o);
+    for (std::uint64_t i = 0; i < kKeys; ++i) c.put(key_of(i), value_of(i));
+    const std::uint64_t rounds_before = c.stats().maintenance_rounds;
+    for (std::uint64_t i = 0; i < kReads; ++i) REQUIRE(c.contains(key_of(i % kKeys)));
+    const auto s = c.stats();
+    // Each round drains at most a ring (one thread, one shard), plus the
+    // round that may be running as stats() reads.
+    INFO("applied " << s.policy_hits_applied << ", dropped " << s.policy_hits_dropped << ", rounds "
+                    << s.maintenance_rounds - rounds_before);
+    CHECK(s.policy_hits_applied <= kRing * (s.maintenance_rounds - rounds_before + 2));
+    CHECK(s.policy_hits_applied + s.policy_hits_dropped <= kReads);
+    CHECK(s.policy_hits_applied + s.policy_hits_dropped + kRing >= kReads);
+    CHECK(s.policy_hits_dropped > 0);
+    CHECK(s.maintenance_running);
+    CHECK(c.verify() == "");
+  }
+  SECTION("with one, a cache that is only read keeps its 1 ms rounds (no backing off to 16 ms)") {
+    o.background_maintenance = true;
+    TestType c(o);
+    for (std::uint64_t i = 0; i < kKeys; ++i) c.put(key_of(i), value_of(i));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rounds back off: nothing to do
+    const std::uint64_t rounds_before = c.stats().maintenance_rounds;
+    const auto start = std::chrono::steady_clock::now();
+    std::uint64_t i = 0;
+    while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(600)) {
+      for (int j = 0; j < 1000; ++j, ++i) REQUIRE(c.contains(key_of(i % kKeys)));
+    }
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const std::uint64_t rounds = c.stats().maintenance_rounds - rounds_before;
+    // Backed off, a round every 16 ms: ms / 16 + 1. Kept short, one every
+    // millisecond or so; a loaded machine stretches the sleeps, so the
+    // bound asks only for a round every ~10 ms on average.
+    INFO("rounds " << rounds << " in " << ms << " ms of reads, " << c.stats().policy_hits_applied
+                   << " hits applied");
+    CHECK(static_cast<double>(rounds) >= 1.5 * (ms / 16 + 1));
+  }
+  SECTION("clear() forgets the hits buffered before it (they name records that are gone)") {
+    TestType c(o);
+    for (std::uint64_t i = 0; i < kKeys; ++i) c.put(key_of(i), value_of(i));
+    c.maintain();
+    const std::uint64_t applied = c.stats().policy_hits_applied;
+    for (std::uint64_t i = 0; i < kRing / 2; ++i) REQUIRE(c.contains(key_of(i)));
+    c.clear();
+    c.maintain();
+    CHECK(c.stats().policy_hits_applied == applied);
+    CHECK(c.stats().records == 0);
+    CHECK(c.verify() == "");
+    // The rings work on after it.
+    c.put(key_of(1), value_of(1));
+    for (std::uint64_t i = 0; i < 3; ++i) REQUIRE(c.contains(key_of(1)));
+    c.maintain();
+    CHECK(c.stats().policy_hits_applied == applied + 3);
+  }
+}
+
+namespace {
+/// An LRU cache for one writing thread: no writer lock, so a reader whose
+/// ring is full cannot drain it (it cannot tell whether the writer is in).
+using SingleWriterLruPolicy = SingleWriterCacheOf<offheap::eviction::Lru, 4>;
+}  // namespace
+
+TEST_CASE("a cache without a writer lock drops the hits its full rings cannot hold, counted",
+          "[cache]") {
+  constexpr std::uint64_t kRing = 32, kReads = 100;
+  offheap::OffHeapStore<SingleWriterLruPolicy> c(cache_options(1 << 20, 1));
+  c.put("k", "v");
+  for (std::uint64_t i = 0; i < kReads; ++i) REQUIRE(c.contains("k"));
+  CHECK(c.stats().policy_hits_applied == 0);
+  CHECK(c.stats().policy_hits_dropped == kReads - kRing);
+  c.maintain();
+  CHECK(c.stats().policy_hits_applied == kRing);
+  CHECK(c.verify() == "");
+}
+
+TEST_CASE("stats() shows the maintenance thread's rounds and lag and what is left to evict", "[cache]") {
+  SECTION("maintain() on the program's thread: the bytes above capacity until it runs") {
+    const Options o = cache_options(64 << 10, 1);
+    Cache c(o);
+    std::uint64_t i = 0;
+    while (c.stats().live_bytes <= o.capacity_bytes) c.put(key_of(i), value_of(i)), ++i;
+    const auto s = c.stats();
+    CHECK(s.maintenance_backlog_bytes == s.live_bytes - o.capacity_bytes);
+    CHECK(s.maintenance_backlog_bytes > 0);
+    CHECK(!s.maintenance_running);
+    c.maintain();
+    CHECK(c.stats().maintenance_backlog_bytes == 0);
+    CHECK(c.stats().live_bytes <= o.capacity_bytes);
+  }
+  SECTION("a maintenance thread runs rounds, at least one every 16 ms when idle") {
+    Options o = cache_options(64 << 10, 1);
+    o.background_maintenance = true;
+    Cache c(o);
+    const std::uint64_t before = c.stats().maintenance_rounds;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (c.stats().maintenance_rounds < before + 3 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const auto s = c.stats();
+    CHECK(s.maintenance_running);
+    CHECK(s.maintenance_rounds >= before + 3);
+    CHECK(s.maintenance_lag_seconds >= 0);
+    CHECK(s.maintenance_lag_seconds < 10);  // a loose bound: the machine may stall the thread
+    CHECK(s.maintenance_backlog_bytes == 0);
+  }
+  SECTION("close() stops it, and stats() says so") {
+    offheap_test::TempDir dir;
+    Options o = cache_options(64 << 10, 1);
+    o.background_maintenance = true;
+    o.path = dir / "cache";
+    Cache c(o);
+    CHECK(c.stats().maintenance_running);
+    c.close();
+    CHECK(!c.stats().maintenance_running);
+  }
+  SECTION("a store without one reports none") {
+    Store st(Options{});
+    CHECK(!st.stats().maintenance_running);
+    CHECK(st.stats().maintenance_rounds == 0);
+    CHECK(st.stats().maintenance_lag_seconds == 0);
+  }
 }

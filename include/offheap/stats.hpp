@@ -82,7 +82,26 @@ struct Stats {
   std::uint64_t policy_ghost_entries = 0;    ///< S3-FIFO: hashes in the ghost
   std::uint64_t policy_window_target = 0;    ///< W-TinyLFU: the climber's window, bytes
   std::uint64_t policy_sketch_resets = 0;    ///< W-TinyLFU
+  // Lru, WTinyLfu: readers' hits go to the policy through per-thread rings
+  // (lossy): those drained into it, and those dropped because a reader's
+  // ring was full (a maintenance thread drains the rings every round; with
+  // it, readers never drain them themselves).
+  std::uint64_t policy_hits_applied = 0;
+  std::uint64_t policy_hits_dropped = 0;
   std::uint64_t policy_mapped_bytes = 0;     ///< the policy's own structures, in mapped_bytes
+
+  // The maintenance thread (Options::background_maintenance; caches,
+  // stores with Options::on_removal or Durability::periodic). Its other
+  // backlog is removals_pending.
+  bool maintenance_running = false;        ///< started and not stopped by a failure
+  std::uint64_t maintenance_rounds = 0;    ///< rounds run since the open
+  double maintenance_lag_seconds = 0;      ///< since its last round ended: at most about
+                                           ///< 16 ms while it keeps up (a cache's thread
+                                           ///< backs off to a round every 16 ms when idle;
+                                           ///< a periodic store's runs every sync_interval),
+                                           ///< growing while a round is slow (a listener)
+  std::uint64_t maintenance_backlog_bytes = 0;  ///< caches: live bytes above each shard's share
+                                                ///< of capacity_bytes, summed: still to evict
 
   // Files (file-backed stores).
   std::uint64_t corrupt_records = 0;  ///< damaged records met: dropped by recovery (a

@@ -111,6 +111,7 @@ class OffHeapStore {
     const bool writable = !files_ || !files_->read_only;
     if (writable && options_.background_maintenance &&
         (Shard::kEvicts || options_.on_removal || (files_ && options_.durability == Durability::periodic))) {
+      for (Shard& s : shards_) s.leave_drains_to_maintenance();
       start_maintenance();
     }
   }
@@ -496,6 +497,11 @@ class OffHeapStore {
     s.capacity_bytes = options_.capacity_bytes;
     s.superseded_records = superseded_;
     s.open_seconds = open_seconds_;
+    if (maintenance_) {
+      s.maintenance_running = maintenance_->running();
+      s.maintenance_rounds = maintenance_->rounds();
+      s.maintenance_lag_seconds = maintenance_->seconds_since_round();
+    }
     s.mapped_bytes += detail::ReadCounters::mapped_bytes();
     std::erase_if(s.free_classes, [](const FreeClassStats& c) { return c.records == 0; });
     s.index_load = s.index_capacity == 0
@@ -704,34 +710,59 @@ class OffHeapStore {
 
   /// The maintenance thread's rounds: evictions down to capacity (caches,
   /// in batches of 256 records per shard, so that writers wait at most that
-  /// long for a shard's lock), replaced index tables dropped, a sync when
-  /// the interval has passed (Durability::periodic). Busy while a shard
-  /// still had records to evict.
+  /// long for a shard's lock), the readers' hits drained into the policy,
+  /// replaced index tables dropped, removals reported (in batches), a sync
+  /// when the interval has passed (Durability::periodic). A backlog while a
+  /// shard still had records to evict or removals to report; work if it
+  /// evicted, reported or synced anything, or if a reader dropped a hit
+  /// on a full ring (the rings want draining). Caches and listeners: a
+  /// round 1 ms after one that found work, backing off to one every 16 ms
+  /// while none is found (an idle cache wakes 60 times a second; one that
+  /// is read keeps its 1 ms rounds, each draining up to 32 hits per reader
+  /// thread and shard). No sleep runs past the next periodic sync.
   void start_maintenance() {
     const bool periodic = files_ && options_.durability == Durability::periodic;
-    const auto idle = Shard::kEvicts || options_.on_removal
-                          ? std::chrono::nanoseconds(std::chrono::milliseconds(1))
-                          : std::chrono::nanoseconds(options_.sync_interval);
+    const auto interval = std::chrono::nanoseconds(options_.sync_interval);
+    const bool quick = Shard::kEvicts || static_cast<bool>(options_.on_removal);
+    const auto idle = quick ? std::chrono::nanoseconds(std::chrono::milliseconds(1)) : interval;
+    const auto max_idle = quick ? std::min(interval, std::chrono::nanoseconds(std::chrono::milliseconds(16))) : interval;
     maintenance_ = std::make_unique<detail::MaintenanceThread>(
         [this, periodic] {
-          bool busy = false;
+          bool backlog = false, work = false;
           if constexpr (Shard::kEvicts) {
-            for (Shard& s : shards_) busy = s.evict_to_capacity(256) == 256 || busy;
+            for (Shard& s : shards_) {
+              const std::uint64_t n = s.evict_to_capacity(256);
+              backlog = backlog || n == 256;
+              work = work || n != 0;
+            }
           }
-          for (Shard& s : shards_) s.maintain();
+          for (Shard& s : shards_) {
+            // Readers dropped hits on full rings: work, so that the next
+            // drain comes after `idle`, not after a backed-off sleep.
+            if (s.maintain()) work = true;
+          }
           if (options_.on_removal) {
             for (Shard& s : shards_) {
-              busy = s.report(options_.on_removal, Shard::kReportBatch, this) == Shard::kReportBatch || busy;
+              const std::uint64_t n = s.report(options_.on_removal, Shard::kReportBatch, this);
+              backlog = backlog || n == Shard::kReportBatch;
+              work = work || n != 0;
             }
           }
           if (periodic &&
               now_ns() - last_sync_.load(std::memory_order_relaxed) >=
                   std::chrono::duration_cast<std::chrono::nanoseconds>(options_.sync_interval).count()) {
             sync_shards();  // a failure is also noted in files_->sync_error
+            work = true;
           }
-          return busy;
+          return backlog ? detail::RoundFound::backlog : work ? detail::RoundFound::work : detail::RoundFound::nothing;
         },
-        idle);
+        [this, periodic, interval]() -> std::int64_t {
+          // The time left to the next periodic sync (none: a day).
+          if (!periodic || files_->closed.load(std::memory_order_relaxed)) return std::int64_t{86400} * 1000000000;
+          const std::int64_t since = now_ns() - last_sync_.load(std::memory_order_relaxed);
+          return std::max<std::int64_t>(0, interval.count() - since);
+        },
+        idle, max_idle);
   }
   void stop_maintenance() noexcept {
     if (maintenance_) maintenance_->stop();

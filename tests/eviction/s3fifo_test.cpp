@@ -13,6 +13,7 @@
 #include <vector>
 
 using offheap::eviction::S3Fifo;
+using offheap_test::EvictFails;
 using offheap_test::MockRecords;
 
 namespace {
@@ -173,18 +174,6 @@ struct ReadersBeside : MockRecords {
     const std::uint8_t b = bits(h);
     if (!quiet && (b & S3Fifo::kFrequencyMask) < 3) set_bits(h, static_cast<std::uint8_t>(b + 1));
     return true;
-  }
-};
-/// MockRecords whose next evict() throws (as Shard's does when a dead
-/// marker cannot be allocated: Durability::periodic on a full disk).
-struct EvictFails : MockRecords {
-  bool fail_next = false;
-  void evict(const Handle& h) {
-    if (fail_next) {
-      fail_next = false;
-      throw offheap::Error(offheap::Errc::out_of_space, "no room for the dead marker");
-    }
-    MockRecords::evict(h);
   }
 };
 }  // namespace

@@ -17,6 +17,7 @@
 // emptied, its record's chunk not), which proves the test can fail.
 #include <offheap/offheap.hpp>
 
+#include "support/clear_store.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -32,26 +33,7 @@ namespace {
 using offheap::Durability;
 using offheap::Options;
 using offheap::Store;
-
-constexpr int kFillers = 20;
-constexpr int kKeys = 100;
-constexpr int kRemovedFrom = 50;  // keys k50.. are removed before the clear
-
-Options clear_options(const std::filesystem::path& dir, Durability d) {
-  Options o;
-  o.path = dir;
-  o.shards = 1;
-  o.min_chunk_bytes = 4096;
-  o.max_chunk_bytes = 4096;  // many small chunks: the clear has many steps
-  o.durability = d;
-  o.background_maintenance = false;  // syncs only where the child calls them
-  return o;
-}
-
-std::string filler(int i) { return "f" + std::to_string(i); }
-std::string key(int i) { return "k" + std::to_string(i); }
-std::string new_key(int i) { return "n" + std::to_string(i); }
-std::string value_of(const std::string& k) { return k + std::string(90, 'v'); }
+using namespace offheap_test::clear_store;
 
 int g_kill_after = 0;  // the child's step at which it dies
 int g_steps = 0;
@@ -60,7 +42,7 @@ int g_steps = 0;
 /// Exits 0 if the clear finished first, 2 on an unexpected error.
 [[noreturn]] void child(const std::filesystem::path& dir, Durability d) {
   try {
-    Store s(clear_options(dir, d));
+    Store s(options(dir, d));
     for (int i = 0; i < kFillers; ++i) s.put(filler(i), value_of(filler(i)));
     for (int i = 0; i < kKeys; ++i) s.put(key(i), value_of(key(i)));
     // Room in chunk 0 (periodic frees the fillers' records, then their
@@ -117,20 +99,20 @@ Outcome run_once(Durability d, int kill_after) {
     }
   };
   {
-    Options o = clear_options(path, d);
+    Options o = options(path, d);
     o.read_only = true;
     Store s(o);
     out.size_read_only = s.size();
   }
   {
-    Store s(clear_options(path, d));
+    Store s(options(path, d));
     out.size_writable = s.size();
     count(s);
     out.verify = s.verify();
     for (int i = 0; i < 10; ++i) s.put(new_key(i), value_of(new_key(i)));
   }
   {
-    Store s(clear_options(path, d));
+    Store s(options(path, d));
     out.reopen_exact = s.size() == out.size_writable + 10;
     for (int i = 0; i < 10; ++i) {
       out.reopen_exact = out.reopen_exact && s.get(new_key(i)) == value_of(new_key(i));

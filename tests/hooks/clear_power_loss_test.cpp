@@ -15,6 +15,7 @@
 #include <offheap/offheap.hpp>
 #include <offheap/detail/format.hpp>
 
+#include "support/clear_store.hpp"
 #include "support/durable_image.hpp"
 #include "support/temp_dir.hpp"
 
@@ -28,24 +29,7 @@ namespace {
 using offheap::Durability;
 using offheap::Options;
 using offheap::Store;
-
-constexpr int kFillers = 20;
-constexpr int kKeys = 100;
-constexpr int kRemovedFrom = 50;
-
-Options pl_options(const std::filesystem::path& dir, Durability d) {
-  Options o;
-  o.path = dir;
-  o.shards = 1;
-  o.min_chunk_bytes = 4096;
-  o.max_chunk_bytes = 4096;
-  o.durability = d;
-  o.background_maintenance = false;
-  return o;
-}
-std::string filler(int i) { return "f" + std::to_string(i); }
-std::string key(int i) { return "k" + std::to_string(i); }
-std::string value_of(const std::string& k) { return k + std::string(90, 'v'); }
+using namespace offheap_test::clear_store;
 
 struct Images {
   offheap_test::FileImages durable;       // D: what the disk holds before clear()
@@ -57,7 +41,7 @@ Images make_images(Durability d) {
   const std::filesystem::path path = dir / "store";
   offheap_test::SyncRecorder rec;
   Images out;
-  Store s(pl_options(path, d));
+  Store s(options(path, d));
   for (int i = 0; i < kFillers; ++i) s.put(filler(i), value_of(filler(i)));
   for (int i = 0; i < kKeys; ++i) s.put(key(i), value_of(key(i)));
   for (int i = 0; i < kFillers; ++i) s.remove(filler(i));
@@ -80,7 +64,7 @@ int resurrected(const offheap_test::FileImages& image, Durability d) {
   offheap_test::TempDir dir;
   const std::filesystem::path path = dir / "store";
   offheap_test::write_dir_files(path, image);
-  Store s(pl_options(path, d));
+  Store s(options(path, d));
   int n = 0;
   for (int i = kRemovedFrom; i < kKeys; ++i) n += s.contains(key(i)) ? 1 : 0;
   return n;
@@ -103,7 +87,7 @@ TEST_CASE("review11: power loss after clear() keeps durable removals removed", "
 // an empty index and reports damage that is not there; stats are stale.
 TEST_CASE("review11: a failed msync inside clear() leaves the journal consistent", "[clear][power]") {
   offheap_test::TempDir dir;
-  Store s(pl_options(dir / "store", Durability::every_write));
+  Store s(options(dir / "store", Durability::every_write));
   for (int i = 0; i < kKeys; ++i) s.put(key(i), value_of(key(i)));
   offheap::detail::testing_fail_syncs().store(EIO);
   s.clear();

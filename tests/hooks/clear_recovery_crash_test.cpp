@@ -5,6 +5,7 @@
 // keep exactly those. clear_crash_test.cpp never kills the recovery.
 #include <offheap/offheap.hpp>
 
+#include "support/clear_store.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -20,19 +21,7 @@ namespace {
 using offheap::Durability;
 using offheap::Options;
 using offheap::Store;
-
-Options rc_options(const std::filesystem::path& dir, Durability d) {
-  Options o;
-  o.path = dir;
-  o.shards = 1;
-  o.min_chunk_bytes = 4096;
-  o.max_chunk_bytes = 4096;
-  o.durability = d;
-  o.background_maintenance = false;
-  return o;
-}
-std::string rkey(int i) { return "k" + std::to_string(i); }
-std::string rval(const std::string& k) { return k + std::string(90, 'v'); }
+using namespace offheap_test::clear_store;
 
 int g_kill = 0;
 int g_step = 0;
@@ -77,27 +66,27 @@ TEST_CASE("review11: a crash inside the recovery that finishes a clear, then ano
         offheap_test::TempDir dir;
         const std::filesystem::path path = dir / "store";
         const bool clear_killed = run_killed(n, [&] {
-          Store s(rc_options(path, d));
-          for (int i = 0; i < 100; ++i) s.put(rkey(i), rval(rkey(i)));
-          for (int i = 50; i < 100; ++i) s.remove(rkey(i));
+          Store s(options(path, d));
+          for (int i = 0; i < kKeys; ++i) s.put(key(i), value_of(key(i)));
+          for (int i = kRemovedFrom; i < kKeys; ++i) s.remove(key(i));
           s.clear();
         });
         REQUIRE(clear_killed);
-        const bool recovery_killed = run_killed(m, [&] { Store s(rc_options(path, d)); });
+        const bool recovery_killed = run_killed(m, [&] { Store s(options(path, d)); });
         {
-          Options o = rc_options(path, d);
+          Options o = options(path, d);
           o.read_only = true;
           Store s(o);
           CHECK(s.size() == 0);
         }
         {
-          Store s(rc_options(path, d));
+          Store s(options(path, d));
           CHECK(s.size() == 0);
           CHECK(s.verify() == "");
-          for (int i = 0; i < 10; ++i) s.put("n" + std::to_string(i), "x");
+          for (int i = 0; i < 10; ++i) s.put(new_key(i), "x");
         }
         {
-          Store s(rc_options(path, d));
+          Store s(options(path, d));
           CHECK(s.size() == 10);
         }
         if (!recovery_killed) break;

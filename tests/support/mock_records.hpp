@@ -3,9 +3,11 @@
 // location (its number), a stamp, a hash, a size and policy bits, and the
 // test writes, replaces and removes them by hand. The host interface of
 // include/offheap/eviction/policy.hpp; evictions are recorded in order.
+// EvictFails: the same records, whose next evict() throws.
 #pragma once
 
 #include <offheap/detail/hash.hpp>
+#include <offheap/error.hpp>
 #include <offheap/eviction/policy.hpp>
 
 #include <cstdint>
@@ -18,9 +20,14 @@ class MockRecords {
  public:
   using Handle = offheap::eviction::Handle;
 
-  /// Writes record `id` anew (a new stamp), `bytes` long; returns its
-  /// handle. A rewrite of a live record keeps its policy bits.
-  Handle write(std::uint64_t id, std::uint64_t bytes = 1) {
+  /// Writes record `id` anew (a new stamp), `bytes` long, its hash
+  /// hash_of(id); returns its handle. A rewrite of a live record keeps its
+  /// policy bits.
+  Handle write(std::uint64_t id, std::uint64_t bytes = 1) { return write(id, bytes, hash_of(id)); }
+  /// The same with a hash of the test's choosing: the key's when its record
+  /// moves to another location, or one that many records share (colliding
+  /// keys).
+  Handle write(std::uint64_t id, std::uint64_t bytes, std::uint64_t hash) {
     if (id >= recs_.size()) recs_.resize(id + 1);
     Rec& r = recs_[id];
     if (!r.live) resident_ += 1;
@@ -29,6 +36,7 @@ class MockRecords {
     r.live = true;
     r.stamp = (stamp_ += 2);
     r.bytes = bytes;
+    r.hash = hash;
     return handle(id);
   }
   /// Removes record `id` (as the store would, before the policy forgets it
@@ -42,7 +50,7 @@ class MockRecords {
   }
   Handle handle(std::uint64_t id) const {
     const Rec& r = recs_.at(id);
-    return Handle{id, r.stamp, hash_of(id), r.bytes};
+    return Handle{id, r.stamp, r.hash, r.bytes};
   }
   bool live(std::uint64_t id) const { return id < recs_.size() && recs_[id].live; }
   static std::uint64_t hash_of(std::uint64_t id) { return offheap::detail::mix64(id * 2 + 1); }
@@ -52,7 +60,7 @@ class MockRecords {
     if (h.loc >= recs_.size()) return false;
     const Rec& r = recs_[h.loc];
     if (!r.live || r.stamp != h.stamp) return false;
-    h.hash = hash_of(h.loc);
+    h.hash = r.hash;
     h.bytes = r.bytes;
     return true;
   }
@@ -77,6 +85,7 @@ class MockRecords {
  private:
   struct Rec {
     std::uint64_t stamp = 0;
+    std::uint64_t hash = 0;
     std::uint64_t bytes = 0;
     bool live = false;
     std::uint8_t bits = 0;
@@ -93,6 +102,19 @@ class MockRecords {
   std::uint64_t resident_ = 0;
   std::uint64_t resident_bytes_ = 0;
   std::vector<std::uint64_t> evicted_;
+};
+
+/// MockRecords whose next evict() throws (as Shard's does when a dead
+/// marker cannot be allocated: Durability::periodic on a full disk).
+struct EvictFails : MockRecords {
+  bool fail_next = false;
+  void evict(const Handle& h) {
+    if (fail_next) {
+      fail_next = false;
+      throw offheap::Error(offheap::Errc::out_of_space, "no room for the dead marker");
+    }
+    MockRecords::evict(h);
+  }
 };
 
 }  // namespace offheap_test

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The reference-mode host: a model of a store's records that an eviction
 // policy runs against in tests and in the hit-ratio bench, and simulate(),
-// which replays a trace through it.
+// which replays a trace through it (on a fresh model, or on one the caller
+// keeps, so that a second trace can follow the first).
 //
 // Each resident object has one record in a slot; the slot's index is the
 // record's location (Handle::loc). Locations are recycled last-freed first,
@@ -10,7 +11,7 @@
 // object's record: only the stamp tells them apart, as in a store. Policies
 // that skip stale handles by host.current() are exercised on exactly that.
 //
-//   slot[loc]: live, object id, stamp, hash (key_hash(id)), bytes, 3 policy bits
+//   slot[loc]: live, object id, stamp, hash (key_hash(id) unless told), bytes, 3 policy bits
 //   loc_of[id]: the object's slot, or kNone when it is not resident
 //
 // The model checks what a store would only assume: every bits(), set_bits()
@@ -47,9 +48,13 @@ class RecordModel {
   /// below its object count); a wild id is a bug in the caller.
   static constexpr std::uint64_t kMaxId = std::uint64_t{1} << 32;
 
+  /// An object's key hash, from its id.
+  using KeyHash = std::uint64_t (*)(std::uint64_t);
+
   /// `ids`: ids below it are expected (the vector indexed by id is sized
-  /// once); larger ones still work.
-  explicit RecordModel(std::uint64_t ids = 0) : loc_of_(ids, kNone) {}
+  /// once); larger ones still work. `hash`: the key hash of each object
+  /// (a test whose thresholds were measured with other hashes keeps them).
+  explicit RecordModel(std::uint64_t ids = 0, KeyHash hash = key_hash) : hash_(hash), loc_of_(ids, kNone) {}
 
   // --- The host interface (HostArchetype) ---
 
@@ -75,6 +80,7 @@ class RecordModel {
   void evict(const Handle& h) {
     const std::uint64_t loc = current_loc(h, "evict");
     ++evictions_;
+    eviction_digest_ = mix64(eviction_digest_ ^ key_hash(slots_[loc].id));
     release(loc, slots_[loc]);
   }
 
@@ -105,7 +111,7 @@ class RecordModel {
       slots_.emplace_back();
     }
     Slot& s = slots_[loc];
-    s = Slot{true, 0, id, ++last_stamp_, key_hash(id), bytes};
+    s = Slot{true, 0, id, ++last_stamp_, hash_(id), bytes};
     loc_of_[id] = loc;
     resident_bytes_ += bytes;
     resident_records_ += 1;
@@ -131,6 +137,10 @@ class RecordModel {
   std::uint64_t resident_bytes() const noexcept { return resident_bytes_; }
   std::uint64_t resident_records() const noexcept { return resident_records_; }
   std::uint64_t evictions() const noexcept { return evictions_; }
+  /// The ids of the evicted objects, in eviction order, folded into one
+  /// word: two runs evicted the same objects in the same order when their
+  /// digests are equal (but for a chance of about 2^-64).
+  std::uint64_t eviction_digest() const noexcept { return eviction_digest_; }
 
  private:
   struct Slot {
@@ -160,6 +170,7 @@ class RecordModel {
     free_.push_back(loc);
   }
 
+  KeyHash hash_;
   std::vector<Slot> slots_;             // by location
   std::vector<std::uint64_t> free_;     // free locations, reused last-freed first
   std::vector<std::uint64_t> loc_of_;   // by object id
@@ -167,6 +178,7 @@ class RecordModel {
   std::uint64_t resident_bytes_ = 0;
   std::uint64_t resident_records_ = 0;
   std::uint64_t evictions_ = 0;
+  std::uint64_t eviction_digest_ = 0;
 };
 
 /// What one replay of a trace measured.
@@ -180,27 +192,28 @@ struct Result {
   }
 };
 
-/// Replays `trace` through `policy` on a fresh RecordModel of `capacity`
-/// bytes, every object `object_bytes` long, after telling the policy the
-/// capacity (set_capacity: host and policy agree by construction). A
-/// request for a resident object is a hit (policy.hit); otherwise a miss:
-/// the record is written and admitted, then policy.evict_one(host) while
-/// the records pass the capacity. That is a cache's order: a write goes in
-/// and the maintenance thread evicts down to the capacity after it
-/// (detail/cache_shard.hpp), so the policy may also let the new record go
-/// at once (an admission policy's refusal).
-/// Throws HostError when the policy breaks the host's contract: evicting a
-/// record that is not current, evicting outside evict_one() or more than
-/// once per call, or holding nothing to evict while the cache is over.
-template <class P>
-Result simulate(P& policy, const std::vector<std::uint64_t>& trace, std::uint64_t capacity,
-                std::uint64_t object_bytes = 1) {
+/// Throws std::invalid_argument unless an object of `object_bytes` fits a
+/// cache of `capacity` bytes.
+inline void check_object_fits(std::uint64_t capacity, std::uint64_t object_bytes) {
   if (object_bytes == 0 || object_bytes > capacity) {
     throw std::invalid_argument("simulate: an object must fit the capacity (" +
                                 std::to_string(object_bytes) + " > " + std::to_string(capacity) + ")");
   }
-  policy.set_capacity(capacity);
-  RecordModel host(trace.empty() ? 0 : *std::max_element(trace.begin(), trace.end()) + 1);
+}
+
+/// Replays `trace` through `policy` on `host` as the caller keeps it: the
+/// host holds exactly the records the policy holds (none, or what an
+/// earlier simulate() on the two left), and the policy already has the
+/// capacity (this overload does not call set_capacity). A second trace so
+/// follows the first through one policy, and the caller can look at the
+/// host afterwards; the Result counts this trace alone. Otherwise as the
+/// overload below.
+template <class P>
+Result simulate(P& policy, RecordModel& host, const std::vector<std::uint64_t>& trace, std::uint64_t capacity,
+                std::uint64_t object_bytes = 1) {
+  check_object_fits(capacity, object_bytes);
+  const std::uint64_t evictions_before = host.evictions();
+  const std::uint64_t records_before = host.resident_records();
   Result r;
   const auto no_eviction_in = [&](const char* call, std::uint64_t before) {
     if (host.evictions() != before) throw HostError(std::string("policy evicted inside ") + call);
@@ -232,10 +245,31 @@ Result simulate(P& policy, const std::vector<std::uint64_t>& trace, std::uint64_
     }
     r.max_resident_bytes = std::max(r.max_resident_bytes, host.resident_bytes());
   }
-  r.evictions = host.evictions();
+  r.evictions = host.evictions() - evictions_before;
   // Every miss wrote one record, every eviction removed one.
-  if (host.resident_records() != r.misses - r.evictions) throw HostError("simulate: records lost");
+  if (host.resident_records() != records_before + r.misses - r.evictions) throw HostError("simulate: records lost");
   return r;
+}
+
+/// Replays `trace` through `policy` on a fresh RecordModel of `capacity`
+/// bytes, every object `object_bytes` long, after telling the policy the
+/// capacity (set_capacity: host and policy agree by construction). A
+/// request for a resident object is a hit (policy.hit); otherwise a miss:
+/// the record is written and admitted, then policy.evict_one(host) while
+/// the records pass the capacity. That is a cache's order: a write goes in
+/// and the maintenance thread evicts down to the capacity after it
+/// (detail/cache_shard.hpp), so the policy may also let the new record go
+/// at once (an admission policy's refusal).
+/// Throws HostError when the policy breaks the host's contract: evicting a
+/// record that is not current, evicting outside evict_one() or more than
+/// once per call, or holding nothing to evict while the cache is over.
+template <class P>
+Result simulate(P& policy, const std::vector<std::uint64_t>& trace, std::uint64_t capacity,
+                std::uint64_t object_bytes = 1) {
+  check_object_fits(capacity, object_bytes);
+  policy.set_capacity(capacity);
+  RecordModel host(trace.empty() ? 0 : *std::max_element(trace.begin(), trace.end()) + 1);
+  return simulate(policy, host, trace, capacity, object_bytes);
 }
 
 }  // namespace offheap_test

@@ -35,25 +35,16 @@ struct Shard<P>::EvictHost {
   Shard& s;
 
   bool current(eviction::Handle& h) {
-    const Location loc = Location::from_raw(h.loc);
-    std::uint64_t avail = 0;
-    const std::byte* rec = s.journal_.resolve(loc, record::kMinRecord, avail);
-    if (rec == nullptr || record::read_stamp(rec) != h.stamp) return false;
-    const record::Meta m = record::read_meta(rec);
-    if (m.state() != record::State::live || record::kHeaderBytes + m.capacity() > avail) return false;
     // A file may be damaged after a clean close: a record whose checksum
     // fails is never evicted (freed by lengths that cannot be trusted, over
     // its neighbours); the policy lets it go, the index keeps it until a
     // reader or writer meets it (integrity.hpp).
-    if (s.durable_ && !s.intact(loc, rec)) return false;
-    const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-    const std::uint64_t hash = s.hash_(key);
-    const Index::Found f = s.index_.find(hash, [&](Location l) { return l == loc; });
-    if (!f.found) return false;
+    const Held r = s.held_record(Location::from_raw(h.loc), h.stamp, s.durable_);
+    if (!r.found) return false;
     s.host_loc_ = h.loc;
-    s.host_slot_ = f.slot;
-    h.hash = hash;
-    h.bytes = record::kHeaderBytes + m.capacity();
+    s.host_slot_ = r.slot;
+    h.hash = r.hash;
+    h.bytes = r.bytes;
     return true;
   }
   std::uint8_t bits(const eviction::Handle& h) { return s.index_.bits(slot_of(h)); }
@@ -89,6 +80,22 @@ struct Shard<P>::EvictHost {
     return s.host_slot_;
   }
 };
+
+template <class P>
+typename Shard<P>::Held Shard<P>::held_record(Location loc, std::uint64_t stamp, bool check_intact) const {
+  std::uint64_t avail = 0;
+  const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+  if (rec == nullptr || record::read_stamp(rec) != stamp) return {};
+  const record::Meta m = record::read_meta(rec);
+  if (m.state() != record::State::live || record::kHeaderBytes + m.capacity() > avail) return {};
+  if (check_intact && !intact(loc, rec)) return {};
+  const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+  const std::uint64_t hash = hash_(key);
+  // An old record of its key (periodic) or one removed has no slot.
+  const Index::Found f = index_.find(hash, [&](Location l) { return l == loc; });
+  if (!f.found) return {};
+  return Held{true, f.slot, hash, record::kHeaderBytes + m.capacity()};
+}
 
 template <class P>
 void Shard<P>::set_capacity(std::uint64_t capacity, std::uint64_t slack) {
@@ -157,7 +164,7 @@ template <class P>
 void Shard<P>::drain_hits() {
   if constexpr (kBufferedHits) {
     EvictHost host{*this};
-    hits_.drain([&](std::uint64_t loc, std::uint64_t stamp, std::uint64_t hash) {
+    hits_applied_ += hits_.drain([&](std::uint64_t loc, std::uint64_t stamp, std::uint64_t hash) {
       policy_.hit(eviction::Handle{loc, stamp, hash, 0}, host);
     });
   }
@@ -224,16 +231,10 @@ std::string Shard<P>::verify_policy() const {
     std::uint64_t held_bytes = 0, entries = 0;
     policy_.for_each_entry([&](std::uint64_t raw, std::uint64_t stamp) {
       ++entries;
-      const Location loc = Location::from_raw(raw);
-      std::uint64_t avail = 0;
-      const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
-      if (rec == nullptr || record::read_stamp(rec) != stamp) return;  // stale
-      const record::Meta m = record::read_meta(rec);
-      if (m.state() != record::State::live || record::kHeaderBytes + m.capacity() > avail) return;
-      const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-      if (!finds(key, loc)) return;  // an old record of its key (periodic), or gone
+      const Held r = held_record(Location::from_raw(raw), stamp, false);
+      if (!r.found) return;  // stale: skipped by its stamp
       held.push_back(raw);
-      held_bytes += record::kHeaderBytes + m.capacity();
+      held_bytes += r.bytes;
     });
     std::sort(held.begin(), held.end());
     if (std::adjacent_find(held.begin(), held.end()) != held.end()) {

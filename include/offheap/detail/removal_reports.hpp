@@ -71,7 +71,7 @@ std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max, const void* store) {
     for (std::uint64_t i = 0; i < n; ++i) {
       const Retired r = reports_.front();
       reports_.pop_front();
-      const std::byte* rec = journal_.at(Location::from_raw(r.rec & ~Location::kSlotBits));
+      const std::byte* rec = journal_.at(r.loc());
       const record::Meta m = record::read_meta(rec);
       batch[i] = Item{r, rec, m.value_len, m.key_len};
     }
@@ -88,7 +88,7 @@ std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max, const void* store) {
     const std::string_view key(reinterpret_cast<const char*>(it.rec + record::kHeaderBytes), it.key_len);
     const std::string_view value(record::value_bytes(it.rec, it.key_len), it.value_len);
     try {
-      fn(key, value, static_cast<RemovalCause>(it.r.rec & Location::kSlotBits));
+      fn(key, value, it.r.cause());
     } catch (...) {
       ++errors;
     }
@@ -102,7 +102,7 @@ std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max, const void* store) {
 
 template <class P>
 void Shard<P>::finish_report(const Retired& r) noexcept {
-  const Location loc = Location::from_raw(r.rec & ~Location::kSlotBits);
+  const Location loc = r.loc();
   const Location marker = Location::from_raw(r.marker);
   std::byte* rec = journal_.at(loc);
   const record::Meta m = record::read_meta(rec);

@@ -175,16 +175,32 @@ class alignas(64) Shard {
     // Relaxed: a count, ordered with nothing; writers read it under the lock.
     std::atomic_ref<std::uint64_t>(*w).compare_exchange_strong(seen, seen + 1, std::memory_order_relaxed);
   }
-  /// A reader whose hit ring is full: drains the shard's rings if the
-  /// writer lock is free at once (never waits), then records the hit; else
-  /// drops it.
+  /// A reader's hit (Lru, WTinyLfu) goes to its ring. With a maintenance
+  /// thread (which drains the rings every round) a hit that finds the ring
+  /// full is dropped: the drain's work stays off the read path.
+  [[gnu::always_inline]] void record_hit(Location loc, std::uint64_t stamp, std::uint64_t h) const {
+    if (count_hits_ && !hits_.record(loc.raw(), stamp, h, readers_drain_)) [[unlikely]] {
+      drain_full_ring(loc, stamp, h);
+    }
+  }
+  /// Without a maintenance thread, a reader whose ring is full drains the
+  /// shard's rings if the writer lock is free at once (never waits), then
+  /// records the hit; else drops it. (A reader holding the lock finds
+  /// try_lock refused: the hit drops.)
   [[gnu::noinline, gnu::cold]] void drain_full_ring(Location loc, std::uint64_t stamp, std::uint64_t h) const {
     if constexpr (requires { lock_.try_lock(); }) {
-      if (starving_readers_.load(std::memory_order_relaxed) != 0 || !lock_.try_lock()) return;
+      if (starving_readers_.load(std::memory_order_relaxed) != 0 || !lock_.try_lock()) {
+        hits_.note_dropped();
+        return;
+      }
       std::atomic_thread_fence(std::memory_order_release);  // as WriteLock's
       const_cast<Shard*>(this)->drain_hits();
       lock_.unlock();
-      hits_.record(loc.raw(), stamp, h);
+      hits_.record(loc.raw(), stamp, h, false);
+    } else {
+      // A lock without try_lock (NullLock: a reader cannot tell whether the
+      // one writer is inside): the hit drops, counted.
+      hits_.note_dropped();
     }
   }
   /// Whether a slot's word leads to `loc` (a real location).
@@ -277,7 +293,7 @@ class alignas(64) Shard {
               if constexpr (Eviction::reader_hits == eviction::ReaderHits::frequency_bits) {
                 if (count_hits_) raise_frequency(slot, sw);
               } else if constexpr (kBufferedHits) {
-                if (count_hits_ && !hits_.record(loc.raw(), s1, h)) [[unlikely]] drain_full_ring(loc, s1, h);
+                record_hit(loc, s1, h);
               }
               return true;
             }
@@ -359,6 +375,9 @@ class alignas(64) Shard {
     // place; either way the generation moves: readers inside restart.
     index_.clear(walks_);  // the old table retired, or emptied in place
     policy_.clear();
+    // The readers' buffered hits name records that are gone: a drain would
+    // hand them to the emptied policy (W-TinyLFU would count their keys).
+    if constexpr (kBufferedHits) hits_.discard();
     // every_write: each step on disk before the next (see reset()).
     if (const int err = journal_.reset(sync_each_ || defer_frees_)) note_sync_error(err);  // writes refused: see reset()
     free_.clear();
@@ -372,12 +391,18 @@ class alignas(64) Shard {
     live_bytes_ = 0;
   }
 
-  /// Drops the pages of replaced index tables once no walk is in progress.
-  /// Takes the lock.
-  void maintain() {
+  /// Drops the pages of replaced index tables once no walk is in progress,
+  /// and drains the readers' hits. Returns whether a reader dropped a hit
+  /// on a full ring since the last call (the rings want draining more
+  /// often than they were). Takes the lock.
+  bool maintain() {
     std::lock_guard<Lock> guard(lock_);
     index_.drop_retired(walks_);
-    if constexpr (kBufferedHits) drain_hits();
+    if constexpr (kBufferedHits) {
+      drain_hits();
+      return hits_.take_full();
+    }
+    return false;
   }
 
   std::uint64_t size() const noexcept { return records_.load(std::memory_order_relaxed); }
@@ -390,6 +415,9 @@ class alignas(64) Shard {
   /// Evicts until the live bytes are at most the share, or `max_records`
   /// went; returns how many went. Takes the lock.
   std::uint64_t evict_to_capacity(std::uint64_t max_records);
+  /// A maintenance thread will drain the readers' hit rings: readers stop
+  /// draining them. Before the store is shared.
+  void leave_drains_to_maintenance() noexcept { readers_drain_ = false; }
   /// A reopened cache: the policy learns every record, oldest first, with
   /// the policy bits its index slot kept. Takes the lock.
   void rebuild_policy();
@@ -402,6 +430,8 @@ class alignas(64) Shard {
   struct Retired {
     std::uint64_t rec;
     std::uint64_t marker;
+    Location loc() const noexcept { return Location::from_raw(rec & ~Location::kSlotBits); }
+    RemovalCause cause() const noexcept { return static_cast<RemovalCause>(rec & Location::kSlotBits); }
   };
   /// Calls fn(key, value, cause) for up to `max` of the oldest removed
   /// records (at most a batch of kReportBatch), without the writer lock,
@@ -420,55 +450,9 @@ class alignas(64) Shard {
   /// Removed records waiting for report() (takes the lock).
   std::uint64_t reports_pending() const;
 
-  /// Adds this shard's figures to `s` (takes the lock for a consistent view).
-  void add_stats(Stats& s) const {
-    std::lock_guard<Lock> guard(lock_);
-    s.puts += puts_;
-    s.removes += removes_;
-    s.removals_replaced += replaced_;
-    s.removals_reported += reported_;
-    s.removals_pending += reports_.size();
-    s.removals_unreported += unreported_;
-    s.retired_records += retired_records_;
-    s.retired_record_bytes += retired_bytes_;
-    s.listener_errors += listener_errors_;
-    s.mapped_bytes += reports_.mapped_bytes();
-    s.records += records_.load(std::memory_order_relaxed);
-    s.key_value_bytes += key_value_bytes_;
-    s.live_bytes += live_bytes_;
-    s.free_records += free_.total_records();
-    s.free_bytes += free_.total_bytes();
-    if (s.free_classes.empty()) {
-      for (unsigned c = 0; c < FreeLists::kClasses; ++c) {
-        s.free_classes.push_back({FreeLists::class_min_capacity(c), 0, 0});
-      }
-    }
-    for (unsigned c = 0; c < FreeLists::kClasses; ++c) {
-      s.free_classes[c].records += free_.class_records(c);
-      s.free_classes[c].bytes += free_.class_bytes(c);
-    }
-    s.journal_bytes += journal_.used_bytes();
-    s.mapped_bytes += journal_.mapped_bytes() + index_.mapped_bytes() + free_.mapped_bytes();
-    s.chunks += journal_.chunks();
-    s.index_capacity += index_.capacity();
-    s.index_tombstones += index_.tombstones();
-    s.retired_tables += index_.retired_tables();
-    s.retired_bytes += index_.retired_bytes();
-    s.mapped_bytes += index_.retired_bytes();
-    if constexpr (kEvicts) {
-      const eviction::PolicyStats p = policy_.stats();
-      s.evictions += evictions_;
-      s.policy_entries += p.entries;
-      s.policy_small_bytes += p.small_bytes;
-      s.policy_main_bytes += p.main_bytes;
-      s.policy_protected_bytes += p.protected_bytes;
-      s.policy_ghost_entries += p.ghost_entries;
-      s.policy_window_target += p.window_target;
-      s.policy_sketch_resets += p.sketch_resets;
-      s.policy_mapped_bytes += p.mapped_bytes + hits_.mapped_bytes();
-      s.mapped_bytes += p.mapped_bytes + hits_.mapped_bytes();
-    }
-  }
+  /// Adds this shard's figures to `s` (takes the lock for a consistent
+  /// view). shard_stats.hpp.
+  void add_stats(Stats& s) const;
 
   const Journal& journal() const noexcept { return journal_; }
   Journal& journal() noexcept { return journal_; }
@@ -748,6 +732,15 @@ class alignas(64) Shard {
 
   // cache_shard.hpp: eviction (caches; no-ops in a store)
   struct EvictHost;
+  /// A record a policy's handle leads to, if current: live at its location
+  /// with its stamp, whole, and its key's index slot leads there.
+  struct Held {
+    bool found = false;
+    std::uint64_t slot = 0;
+    std::uint64_t hash = 0;   // the key's
+    std::uint64_t bytes = 0;  // header, key, value, padding
+  };
+  Held held_record(Location loc, std::uint64_t stamp, bool check_intact) const;
   void make_room(std::uint64_t bytes);
   void cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h);
   void cache_replaced(const eviction::Handle& before, std::uint64_t slot, Location loc,
@@ -809,9 +802,11 @@ class alignas(64) Shard {
   std::uint64_t capacity_ = ~std::uint64_t{0};    // this shard's share of capacity_bytes
   std::uint64_t hard_limit_ = ~std::uint64_t{0};  // capacity_ plus the slack
   std::uint64_t evictions_ = 0;
+  std::uint64_t hits_applied_ = 0;  // buffered hits handed to the policy
   std::uint64_t host_loc_ = ~std::uint64_t{0};  // the record whose slot current() found last
   std::uint64_t host_slot_ = 0;
   bool count_hits_;  // readers raise policy bits (a writable cache: a read-only one writes nothing)
+  bool readers_drain_ = true;  // false once a maintenance thread drains the hit rings
   struct NoHitBuffers {
     explicit NoHitBuffers(const std::string&) noexcept {}
     std::uint64_t mapped_bytes() const noexcept { return 0; }
@@ -836,3 +831,4 @@ class alignas(64) Shard {
 #include <offheap/detail/walk.hpp>
 #include <offheap/detail/cache_shard.hpp>
 #include <offheap/detail/removal_reports.hpp>
+#include <offheap/detail/shard_stats.hpp>

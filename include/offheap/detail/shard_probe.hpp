@@ -136,8 +136,7 @@ typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uin
           if constexpr (Eviction::reader_hits == eviction::ReaderHits::frequency_bits) {
             if (count_hits_) raise_frequency(slot, sw);
           } else if constexpr (kBufferedHits) {
-            // (A reader holding the lock finds try_lock refused: the hit drops.)
-            if (count_hits_ && !hits_.record(loc.raw(), s1, h)) drain_full_ring(loc, s1, h);
+            record_hit(loc, s1, h);
           }
           return Examined::hit;
         }

@@ -55,37 +55,27 @@ bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view val
       write_record(s, key, value, type);
       index_.update(f.slot, s.loc);
       if constexpr (kEvicts) cache_replaced(before, f.slot, s.loc, h);
-      if (reports_on_ || defer_frees_) {
-        if (reports_on_) {
-          // The old record stays whole until the listener has seen it
-          // (removal_reports.hpp); on disk it is live with a lower stamp,
-          // which recovery ranks below the new one.
-          retire(old, Location::none(), RemovalCause::replaced, record::kHeaderBytes + cap);
-        } else {
+      // every_write: the new record is on disk before the old one goes, so
+      // that its space is reused only once the record that superseded it
+      // is durable.
+      if (sync_each_) err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity);
+      if (reports_on_) {
+        // The old record stays whole until the listener has seen it
+        // (removal_reports.hpp); on disk it is live with a lower stamp,
+        // which recovery ranks below the new one.
+        retire(old, Location::none(), RemovalCause::replaced, record::kHeaderBytes + cap);
+      } else if (defer_frees_) {
         // periodic: the old record stays on disk as it is (live, with its
         // lower stamp: recovery prefers the new one) until a sync has made
         // the new one durable; then sync() frees it. A power loss before
         // finds one or the other, never neither. Readers that still hold
         // its location are turned away by the slot check.
-          deferred_.push(old);
-        }
-        live_bytes_ += s.capacity;
-        live_bytes_ -= cap;
-        key_value_bytes_ += value.size();
-        key_value_bytes_ -= m.value_len;
-        ++puts_;
-        if (sync_each_) {
-          if (const int e = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity)) sync_failed(e);
-        }
-        return true;
+        deferred_.push(old);
+      } else {
+        // The prev-free bit read now: allocate() may have taken the record before.
+        release(old, rec, cap, record::read_meta(rec).prev_free());
+        if (sync_each_ && err == 0) err = journal_.sync_range(old, record::kHeaderBytes);
       }
-      // every_write: the new record is on disk before the old one is freed,
-      // so that its space is reused only once the record that superseded
-      // it is durable.
-      if (sync_each_) err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity);
-      // The prev-free bit read now: allocate() may have taken the record before.
-      release(old, rec, cap, record::read_meta(rec).prev_free());
-      if (sync_each_ && err == 0) err = journal_.sync_range(old, record::kHeaderBytes);
       live_bytes_ += s.capacity;
       live_bytes_ -= cap;
     }

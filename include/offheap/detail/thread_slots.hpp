@@ -31,7 +31,7 @@ class ThreadNumbers {
  public:
   /// This thread's number, or kMaxThreads when all are taken or when the
   /// thread has given its number back on exit.
-  static std::uint32_t current() noexcept {
+  [[gnu::always_inline]] static std::uint32_t current() noexcept {
     const std::uint32_t n = tls_number_;
     return n != 0 ? n - 1 : take();
   }
@@ -74,7 +74,7 @@ class ThreadNumbers {
     }
   };
 
-  static std::uint32_t take() noexcept {
+  [[gnu::noinline, gnu::cold]] static std::uint32_t take() noexcept {
     Pool& p = pool();
     std::uint32_t n = kMaxThreads;
     {

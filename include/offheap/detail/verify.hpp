@@ -30,7 +30,7 @@ std::string Shard<P>::verify() const {
   std::uint64_t retired_bytes = 0;
   std::string bad_retired;
   reports_.for_each([&](const Retired& r) {
-    const Location loc = Location::from_raw(r.rec & ~Location::kSlotBits);
+    const Location loc = r.loc();
     pending.push_back(loc.raw());
     if (!Location::from_raw(r.marker).is_none()) pending.push_back(r.marker);
     std::uint64_t avail = 0;

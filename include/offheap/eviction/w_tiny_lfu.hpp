@@ -303,23 +303,21 @@ class WTinyLfu {
   /// Window records past its target move to probation while main has room.
   template <class Host>
   void spill_window(Host& host) {
-    while (bytes_[kWindow] > window_target_ && main_bytes() < main_target()) {
-      const std::uint32_t n = nodes_.tail(kWindow);
-      if (n == detail::NodeLists::kNone) return;
-      Handle h = handle_of(n);
-      if (!host.current(h)) {
-        drop_stale(n);
-        continue;
-      }
-      move(n, kProbation, h.bytes);
-    }
+    tail_to_probation(kWindow, host,
+                      [&] { return bytes_[kWindow] > window_target_ && main_bytes() < main_target(); });
   }
   /// Protected's LRU records to probation's head while protected passes
   /// its share of main.
   template <class Host>
   void demote_protected(Host& host) {
-    while (bytes_[kProtected] > protected_target()) {
-      const std::uint32_t n = nodes_.tail(kProtected);
+    tail_to_probation(kProtected, host, [&] { return bytes_[kProtected] > protected_target(); });
+  }
+  /// Moves the tail of `list` to probation's head while `more()` holds,
+  /// dropping stale nodes on the way.
+  template <class Host, class More>
+  void tail_to_probation(unsigned list, Host& host, More more) {
+    while (more()) {
+      const std::uint32_t n = nodes_.tail(list);
       if (n == detail::NodeLists::kNone) return;
       Handle h = handle_of(n);
       if (!host.current(h)) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <offheap/error.hpp>
+#include <offheap/expiry.hpp>
 #include <offheap/options.hpp>
 #include <offheap/policy.hpp>
 #include <offheap/stats.hpp>

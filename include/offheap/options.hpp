@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include <offheap/expiry.hpp>
 #include <offheap/removal.hpp>
 
 namespace offheap {
@@ -109,6 +110,24 @@ struct Options {
   /// drops and the reports still waiting go unreported
   /// (Stats::removals_unreported).
   RemovalListener on_removal;
+
+  /// How long an entry written without a Ttl of its own (a write's
+  /// default Ttl{}) lives: 0, no expiry (the default). Range 0 - 100 years.
+  /// An entry's deadline is kept to the millisecond in its record (8 more
+  /// bytes), checked by every read: no read, walk or put_if_absent ever
+  /// sees an entry past its deadline. The maintenance thread (or
+  /// maintain()) removes expired records within a millisecond of their
+  /// deadline, as RemovalCause::expired. A single-writer policy refuses a
+  /// default TTL with background_maintenance (the thread would be a second
+  /// writer); its program calls maintain().
+  std::chrono::milliseconds default_ttl{0};
+
+  /// The clock expiry reads (milliseconds since the Unix epoch, see
+  /// offheap::Clock); null: the steady clock anchored to the wall clock
+  /// once per process. Not owned: it must outlive the store. File-backed
+  /// stores keep deadlines on disk in this clock's terms, so a store
+  /// reopened with another clock must agree with it on what the time is.
+  const Clock* clock = nullptr;
 
   /// Pre-sizes the index for this many entries, so that a store filled up to
   /// it never rehashes (and new keys allocate nothing). 0: start small.

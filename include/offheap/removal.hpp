@@ -14,14 +14,16 @@ enum class RemovalCause : std::uint8_t {
   explicit_remove = 1,  ///< remove() or remove_if() took it
   replaced = 2,         ///< a write gave its key a new value (put, replace, ...)
   evicted = 3,          ///< a cache's policy chose it to hold the capacity
+  expired = 4,          ///< its deadline passed (Ttl, Options::default_ttl)
 };
 
-/// "explicit_remove", "replaced", "evicted".
+/// "explicit_remove", "replaced", "evicted", "expired".
 constexpr const char* to_string(RemovalCause c) noexcept {
   switch (c) {
     case RemovalCause::explicit_remove: return "explicit_remove";
     case RemovalCause::replaced: return "replaced";
     case RemovalCause::evicted: return "evicted";
+    case RemovalCause::expired: return "expired";
   }
   return "unknown";
 }

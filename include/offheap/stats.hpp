@@ -32,6 +32,11 @@ struct Stats {
   // Options::on_removal, has been told of it): removes (explicit_remove),
   // removals_replaced, evictions (in the cache section).
   std::uint64_t removals_replaced = 0;    ///< records a write replaced with a new value
+  std::uint64_t expirations = 0;          ///< records removed because their deadline passed
+                                          ///< (by the timing wheel, or by a write or remove
+                                          ///< that met them)
+  std::uint64_t expiry_entries = 0;       ///< entries in the timing wheels (records with a
+                                          ///< deadline, and stale entries not yet dropped)
   std::uint64_t removals_reported = 0;    ///< listener calls made (errors included)
   std::uint64_t removals_pending = 0;     ///< removed records queued for the listener: its backlog
   std::uint64_t removals_unreported = 0;  ///< queued removals that clear() dropped unreported

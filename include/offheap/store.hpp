@@ -43,6 +43,7 @@
 #include <offheap/detail/store_files.hpp>
 #include <offheap/detail/thread_slots.hpp>
 #include <offheap/error.hpp>
+#include <offheap/expiry.hpp>
 #include <offheap/options.hpp>
 #include <offheap/policy.hpp>
 #include <offheap/stats.hpp>
@@ -109,8 +110,12 @@ class OffHeapStore {
     }
     if (files_) open_shards();
     const bool writable = !files_ || !files_->read_only;
+    // Every store with a writer lock gets a thread (it sleeps until the
+    // next deadline or sync); without one, only what options ask for, which
+    // checked_options refused with background_maintenance.
     if (writable && options_.background_maintenance &&
-        (Shard::kEvicts || options_.on_removal || (files_ && options_.durability == Durability::periodic))) {
+        (Shard::kLocks || Shard::kEvicts || options_.on_removal ||
+         (files_ && options_.durability == Durability::periodic))) {
       for (Shard& s : shards_) s.leave_drains_to_maintenance();
       start_maintenance();
     }
@@ -251,43 +256,49 @@ class OffHeapStore {
 
   // ---- writes ---------------------------------------------------------------
 
-  /// Effects: key now maps to value (type tag 0: bytes), replacing any value.
+  /// Effects: key now maps to value (type tag 0: bytes), replacing any
+  /// value, until `ttl` says it expires (default: Options::default_ttl; see
+  /// Ttl). Every write below takes a Ttl the same way; a replaced value's
+  /// deadline goes with it.
   /// Throws: Error(key_too_large), Error(value_too_large), Error(out_of_space);
   /// the store is unchanged then.
   /// Thread safety: serialized with other writers of the shard.
-  void put(std::string_view key, std::string_view value) {
+  void put(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
     check(key, value);
-    write(key, value, type_tag::bytes, Shard::Mode::upsert);
+    write(key, value, type_tag::bytes, Shard::Mode::upsert, {}, ttl);
   }
 
-  /// Effects: stores key -> value only if key is absent.
+  /// Effects: stores key -> value only if key is absent (an expired entry
+  /// is absent: it is replaced, and leaves as RemovalCause::expired).
   /// Returns: true if it stored. Throws: as put().
-  bool put_if_absent(std::string_view key, std::string_view value) {
+  bool put_if_absent(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
     check(key, value);
-    return write(key, value, type_tag::bytes, Shard::Mode::insert);
+    return write(key, value, type_tag::bytes, Shard::Mode::insert, {}, ttl);
   }
 
-  /// Effects: replaces key's value only if key is present.
+  /// Effects: replaces key's value only if key is present (and not expired).
   /// Returns: true if it replaced. Throws: as put().
-  bool replace(std::string_view key, std::string_view value) {
+  bool replace(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
     check(key, value);
-    return write(key, value, type_tag::bytes, Shard::Mode::replace);
+    return write(key, value, type_tag::bytes, Shard::Mode::replace, {}, ttl);
   }
 
   /// Effects: replaces key's value with desired only if it currently equals
-  /// expected (byte for byte; the type tag is not compared).
+  /// expected (byte for byte; the type tag is not compared; an expired
+  /// entry equals nothing).
   /// Returns: true if it replaced. Throws: as put().
-  bool replace(std::string_view key, std::string_view expected, std::string_view desired) {
+  bool replace(std::string_view key, std::string_view expected, std::string_view desired, Ttl ttl = {}) {
     check_writable();
     check(key, desired);
-    return write(key, desired, type_tag::bytes, Shard::Mode::replace_if, expected);
+    return write(key, desired, type_tag::bytes, Shard::Mode::replace_if, expected, ttl);
   }
 
-  /// Effects: removes key. Returns: true if it was present.
-  /// Throws: Error(key_too_large).
+  /// Effects: removes key. Returns: true if it was present (an expired
+  /// entry is not: it leaves as RemovalCause::expired, and remove returns
+  /// false). Throws: Error(key_too_large).
   bool remove(std::string_view key) {
     check_writable();
     check_key(key);
@@ -312,14 +323,14 @@ class OffHeapStore {
   /// Throws: as put().
   template <class T>
     requires PaddingFreeValue<T>
-  void put_value(std::string_view key, const T& value) {
+  void put_value(std::string_view key, const T& value, Ttl ttl = {}) {
     constexpr std::uint8_t tag = detail::value_type_tag<T>();
     std::byte bytes[sizeof(T)];
     detail::value_bytes(value, bytes);
     const std::string_view v(reinterpret_cast<const char*>(bytes), sizeof(T));
     check_writable();
     check(key, v);
-    write(key, v, tag, Shard::Mode::upsert);
+    write(key, v, tag, Shard::Mode::upsert, {}, ttl);
   }
 
   /// Effects: removes every record, shard by shard (a concurrent reader may
@@ -333,7 +344,8 @@ class OffHeapStore {
     for (Shard& s : shards_) s.clear();
   }
 
-  /// Effects: one maintenance round on this thread: frees index tables that
+  /// Effects: one maintenance round on this thread: removes the records
+  /// whose deadline has passed (RemovalCause::expired); frees index tables that
   /// growth replaced once no reader can still be inside them (writers also
   /// do this as they go; call it after growth when writes stop); with
   /// Durability::periodic and no background maintenance, syncs when
@@ -342,10 +354,12 @@ class OffHeapStore {
   /// maintenance, calls the listener for every removal waiting.
   /// Throws: as sync().
   void maintain() {
-    if constexpr (Shard::kEvicts) {
-      // Not in a closed store: its state is saved (an eviction would free
-      // records the saved index still leads to).
-      if (!files_ || (!files_->read_only && !files_->closed.load())) {
+    // Not in a closed store: its state is saved (an eviction or expiry
+    // would free records the saved index still leads to).
+    if (!files_ || (!files_->read_only && !files_->closed.load())) {
+      const std::uint64_t now = now_ms();
+      for (Shard& s : shards_) s.expire(now, ~std::uint64_t{0});
+      if constexpr (Shard::kEvicts) {
         for (Shard& s : shards_) s.evict_to_capacity(~std::uint64_t{0});
       }
     }
@@ -671,6 +685,15 @@ class OffHeapStore {
       for (std::uint32_t i = 0; i < shards_.size(); ++i) {
         ::unlinkat(f.dir.get(), detail::format::state_file_name(i).c_str(), 0);
       }
+      // Deadlines are kept in the records: the wheels learn them again, and
+      // what expired while the store was closed leaves now (reported to the
+      // listener, if any, by the first maintenance round).
+      const std::uint64_t now = now_ms();
+      parallel_for_shards([&](std::uint32_t i) {
+        Shard& s = shards_.begin()[i];
+        s.rebuild_expiry();
+        s.expire(now, ~std::uint64_t{0});
+      });
     }
     last_sync_.store(now_ns(), std::memory_order_relaxed);
     open_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -729,6 +752,15 @@ class OffHeapStore {
     maintenance_ = std::make_unique<detail::MaintenanceThread>(
         [this, periodic] {
           bool backlog = false, work = false;
+          // Records whose deadline passed (a shard is locked only when its
+          // wheel has something due).
+          const std::uint64_t now = now_ms();
+          for (Shard& s : shards_) {
+            if (s.next_expiry() > now) continue;
+            const std::uint64_t n = s.expire(now, 256);
+            backlog = backlog || n == 256;
+            work = work || n != 0;
+          }
           if constexpr (Shard::kEvicts) {
             for (Shard& s : shards_) {
               const std::uint64_t n = s.evict_to_capacity(256);
@@ -756,11 +788,30 @@ class OffHeapStore {
           }
           return backlog ? detail::RoundFound::backlog : work ? detail::RoundFound::work : detail::RoundFound::nothing;
         },
-        [this, periodic, interval]() -> std::int64_t {
-          // The time left to the next periodic sync (none: a day).
-          if (!periodic || files_->closed.load(std::memory_order_relaxed)) return std::int64_t{86400} * 1000000000;
-          const std::int64_t since = now_ns() - last_sync_.load(std::memory_order_relaxed);
-          return std::max<std::int64_t>(0, interval.count() - since);
+        [this, periodic, interval, max_idle]() -> std::int64_t {
+          // The time left to the next periodic sync (none: a day) or the
+          // wheels' next event, whichever comes first.
+          std::int64_t due = std::int64_t{86400} * 1000000000;
+          if (periodic && !files_->closed.load(std::memory_order_relaxed)) {
+            const std::int64_t since = now_ns() - last_sync_.load(std::memory_order_relaxed);
+            due = std::max<std::int64_t>(0, interval.count() - since);
+          }
+          due = std::min<std::int64_t>(due, max_idle.count());
+          // The planned wake-up goes out before the shards' next events
+          // are read (seq_cst, as schedule_expiry()'s store and the
+          // writer's load of wake_at_ in write()): a writer that schedules
+          // an earlier deadline meanwhile either is seen here or sees a
+          // wake-up later than its deadline, and wakes the thread.
+          const std::uint64_t now = now_ms();
+          const std::uint64_t planned = now + static_cast<std::uint64_t>(due / 1000000);
+          wake_at_.store(planned, std::memory_order_seq_cst);
+          std::uint64_t next = detail::ExpiryWheel::kNever;
+          for (const Shard& s : shards_) next = std::min(next, s.next_expiry());
+          if (next < planned) {
+            wake_at_.store(next, std::memory_order_seq_cst);
+            due = next <= now ? 0 : static_cast<std::int64_t>(next - now) * 1000000;
+          }
+          return due;
         },
         idle, max_idle);
   }
@@ -790,9 +841,28 @@ class OffHeapStore {
   }
 
   bool write(std::string_view key, std::string_view value, std::uint8_t type,
-             typename Shard::Mode mode, std::string_view expected = {}) {
+             typename Shard::Mode mode, std::string_view expected = {}, Ttl ttl = {}) {
     const std::uint64_t h = hash_(key);
-    return shards_.for_hash(h).write(key, h, value, type, mode, expected);
+    const std::uint64_t deadline = deadline_for(ttl);
+    const bool wrote = shards_.for_hash(h).write(key, h, value, type, mode, expected, deadline);
+    // A deadline before the maintenance thread's planned wake-up wakes it
+    // (seq_cst: see the thread's due()); the thread then plans again.
+    if (deadline != 0 && wrote && maintenance_ && deadline < wake_at_.load(std::memory_order_seq_cst)) [[unlikely]] {
+      wake_at_.store(0, std::memory_order_relaxed);  // one wake-up is enough until it plans again
+      maintenance_->wake();
+    }
+    return wrote;
+  }
+
+  /// The store's time: ms since the Unix epoch (Options::clock).
+  std::uint64_t now_ms() const noexcept {
+    return options_.clock != nullptr ? options_.clock->now_ms() : detail::default_now_ms();
+  }
+  /// The deadline a write with `ttl` gets (0: none); reads the clock only
+  /// when there is one.
+  std::uint64_t deadline_for(const Ttl& ttl) const noexcept {
+    if (ttl.is_default() && options_.default_ttl.count() == 0) [[likely]] return 0;
+    return ttl.deadline(now_ms(), static_cast<std::uint64_t>(options_.default_ttl.count()));
   }
 
   /// Calls fn on a record's value where it lies, in every build.
@@ -851,6 +921,9 @@ class OffHeapStore {
   Shards shards_;
   std::mutex close_mutex_;  // held by close() through its syncs (see sync())
   std::atomic<std::int64_t> last_sync_{0};  // steady clock, ns; sync() may run on two threads
+  // The maintenance thread's planned wake-up (ms, the store's clock): a
+  // write with an earlier deadline wakes it (see write()).
+  std::atomic<std::uint64_t> wake_at_{0};
   bool rebuilt_ = false;
   std::uint64_t superseded_ = 0;
   double open_seconds_ = 0;

@@ -79,6 +79,18 @@ Options checked_options(Options o) {
                          "writer lock; with a single-writer policy set background_maintenance = false "
                          "and call maintain() from the writing thread");
   }
+  if (o.default_ttl < std::chrono::milliseconds(0) || o.default_ttl > std::chrono::hours(24 * 365 * 100)) {
+    throw Error(Errc::invalid_argument,
+                o.name + ": Options::default_ttl must be 0 (no expiry) to 100 years");
+  }
+  if (!kLocks && o.default_ttl.count() != 0 && !o.read_only && o.background_maintenance) {
+    // The maintenance thread removes expired records: without a writer
+    // lock it would be a second writer.
+    throw Error(Errc::invalid_argument,
+                o.name + ": Options::default_ttl with background_maintenance needs a policy with a "
+                         "writer lock; with a single-writer policy set background_maintenance = false "
+                         "and call maintain() from the writing thread");
+  }
   if (!kLocks && kEvicts && !o.read_only && o.background_maintenance) {
     // The maintenance thread evicts: without a writer lock it would be a
     // second writer.
@@ -116,6 +128,7 @@ inline ShardConfig shard_config(const Options& o, StoreFiles* files) {
     c.store_id = files->meta.store_id;
     c.sync_error = &files->sync_error;
   }
+  c.clock = o.clock;
   c.report_removals = static_cast<bool>(o.on_removal) && !o.read_only;
   // Keys spread over shards binomially: room for four standard deviations
   // above the mean, so that a store filled to expected_entries never grows.

@@ -31,7 +31,7 @@ void Shard<P>::grow_index() {
         (m.state() != record::State::live && m.state() != record::State::dead) ||
         record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) > avail ||
         (verify_ && record::checksum_in_place(crc_seed_, rec, loc, record::read_stamp(rec),
-                                              m.encode()) != record::stored_checksum(rec))) {
+                                              m.encode(), avail) != record::stored_checksum(rec))) {
       assert(durable_);
       corrupt_.fetch_add(1, std::memory_order_relaxed);
       records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);

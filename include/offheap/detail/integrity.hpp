@@ -35,8 +35,8 @@ bool Shard<P>::intact(Location loc, const std::byte* rec) const noexcept {
   const record::Meta m = record::read_meta(rec);
   return record::stamp_is_stable(stamp) && m.state() == record::State::live &&
          loc.offset() + record::kHeaderBytes + m.capacity() <= journal_.chunk_size(loc.chunk()) &&
-         record::checksum_in_place(crc_seed_, rec, loc, stamp, m.encode()) ==
-             record::stored_checksum(rec);
+         record::checksum_in_place(crc_seed_, rec, loc, stamp, m.encode(),
+                                   journal_.chunk_size(loc.chunk()) - loc.offset()) == record::stored_checksum(rec);
 }
 
 template <class P>

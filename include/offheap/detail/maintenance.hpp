@@ -11,7 +11,9 @@
 // that found none it sleeps twice as long as the last time, up to
 // `max_idle`, so that an idle store costs a wake-up every `max_idle`, not
 // every `idle`; no sleep runs past the time `due()` names (a periodic sync
-// comes on time). Writers never wait for it. A
+// comes on time, and so does the next deadline of a record: a writer that
+// schedules one earlier than the planned wake-up calls wake()). Writers
+// never wait for it. A
 // round that throws stops the thread for good: the error is kept
 // (failure()) and the store's writes fail with it from then on; nothing
 // restarts the thread silently.
@@ -50,7 +52,8 @@ class MaintenanceThread {
         if (found == RoundFound::nothing) sleep = sleep >= max_idle / 2 ? max_idle : sleep * 2;
         if (found != RoundFound::backlog) {
           const std::chrono::nanoseconds wait = std::clamp(std::chrono::nanoseconds(due()), std::chrono::nanoseconds(0), sleep);
-          if (cv_.wait_for(lock, wait, [&] { return stop_; })) return;
+          if (cv_.wait_for(lock, wait, [&] { return stop_ || woken_; }) && stop_) return;
+          woken_ = false;
         }
         if (stop_) return;
         lock.unlock();
@@ -89,6 +92,18 @@ class MaintenanceThread {
     if (thread_.joinable()) thread_.join();
   }
 
+  /// Makes the thread run a round now if it sleeps (or right after the
+  /// round it is in): a writer scheduled work due before the thread's
+  /// planned wake-up. Takes the thread's mutex briefly (the thread holds
+  /// it only between rounds, never during one).
+  void wake() noexcept {
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      woken_ = true;
+    }
+    cv_.notify_all();
+  }
+
   /// Rounds run so far.
   std::uint64_t rounds() const noexcept { return rounds_.load(std::memory_order_relaxed); }
   /// Seconds since the last round ended (since the start before the first).
@@ -118,6 +133,7 @@ class MaintenanceThread {
   std::atomic<std::int64_t> last_round_ns_{now_ns()};
   std::condition_variable cv_;
   bool stop_ = false;
+  bool woken_ = false;  // wake() was called since the last wait
   std::atomic<bool> stopped_{false};  // stop() was called
   std::atomic<bool> failed_{false};
   std::string failure_;

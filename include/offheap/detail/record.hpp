@@ -26,7 +26,12 @@
 //            eviction policy's per-record state (0 for StorePolicy).
 //  type      0 for bytes written by put(); a value type tag for put_value<T>.
 //  checksum  CRC32C of the record for file-backed stores; 0 in memory.
-//  expiry    0: never expires.
+//  expiry    0: never expires; 1: the record has a deadline, a 64-bit
+//            count of milliseconds since the Unix epoch (the store's clock,
+//            offheap/expiry.hpp) in the payload word right after the key and
+//            value (at deadline_offset(), inside the payload's capacity:
+//            payload_for(key, value, true) makes room for it). Any other
+//            value is damage.
 //
 // Header 24 bytes plus up to 7 of padding (payloads are at least 16 bytes,
 // and an in-place shrink may leave up to 32 bytes of slack): per-record
@@ -93,6 +98,23 @@ enum class State : std::uint8_t { none = 0, live = 1, free = 2, dead = 3 };
 /// up to 8, at least kMinPayload.
 constexpr std::uint64_t payload_for(std::uint64_t key_len, std::uint64_t value_len) noexcept {
   const std::uint64_t n = (key_len + value_len + 7) & ~std::uint64_t{7};
+  return n < kMinPayload ? kMinPayload : n;
+}
+
+/// Word 2's expiry half when the record carries a deadline.
+inline constexpr std::uint64_t kDeadlineFlag = std::uint64_t{1} << 32;
+
+/// Where a record's deadline word lies in its payload: right after the key
+/// and the value, on the next word boundary.
+constexpr std::uint64_t deadline_offset(std::uint64_t key_len, std::uint64_t value_len) noexcept {
+  return (key_len + value_len + 7) & ~std::uint64_t{7};
+}
+
+/// Payload bytes a record needs, with room for a deadline word if
+/// `deadline`.
+constexpr std::uint64_t payload_for(std::uint64_t key_len, std::uint64_t value_len, bool deadline) noexcept {
+  if (!deadline) return payload_for(key_len, value_len);
+  const std::uint64_t n = deadline_offset(key_len, value_len) + 8;
   return n < kMinPayload ? kMinPayload : n;
 }
 
@@ -182,14 +204,15 @@ inline void store_concat(std::uint64_t* dst, const char* a, std::size_t na, cons
 }
 
 /// Writes a live record at `rec` with the given payload capacity (at least
-/// payload_for(key, value), at most kMaxSlackWords words more).
-/// `word2`: the checksum and expiry word (0 in anonymous stores).
-/// `state`: live, or dead (a removal's marker, which holds the key and no
-/// value: see Shard::erase).
+/// payload_for(key, value, deadline != 0), at most kMaxSlackWords words
+/// more). `word2`: the checksum (0 in anonymous stores); the expiry half is
+/// set here from `deadline` (0: none). `state`: live, or dead (a removal's
+/// marker, which holds the key and no value: see Shard::erase).
 inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
                        std::string_view value, std::uint8_t type, std::uint64_t capacity,
                        bool prev_free, std::uint8_t policy_bits = 0, std::uint64_t word2 = 0,
-                       State state = State::live) noexcept {
+                       State state = State::live, std::uint64_t deadline = 0) noexcept {
+  if (deadline != 0) word2 = (word2 & 0xFFFFFFFFu) | kDeadlineFlag;
   const std::uint64_t slack = (capacity - payload_for(key.size(), value.size())) / 8;
   begin_write(rec, new_stamp);
   const Meta m{static_cast<std::uint32_t>(value.size()), static_cast<std::uint16_t>(key.size()),
@@ -202,16 +225,19 @@ inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view
   } else {
     store_concat(payload, key.data(), key.size(), value.data(), value.size());
   }
+  if (deadline != 0) store_relaxed(payload + deadline_offset(key.size(), value.size()) / 8, deadline);
   end_write(rec, new_stamp);
 }
 
 /// Rewrites a live record's value in place; the key stays where it is, and
 /// the prev-free and policy bits carry over.
+/// (Anonymous stores only: no checksum.)
 inline void rewrite_value(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
-                          std::string_view value, std::uint8_t type,
-                          std::uint64_t capacity) noexcept {
+                          std::string_view value, std::uint8_t type, std::uint64_t capacity,
+                          std::uint64_t deadline) noexcept {
   const Meta old = Meta::decode(load_relaxed(word_at(rec + 8)));
-  write_live(rec, new_stamp, key, value, type, capacity, old.prev_free(), old.policy_bits());
+  write_live(rec, new_stamp, key, value, type, capacity, old.prev_free(), old.policy_bits(), 0,
+             State::live, deadline);
 }
 
 /// Turns the slot at `rec` into a free record of `capacity` payload bytes
@@ -275,31 +301,57 @@ inline void set_free_prev(std::byte* rec, Location prev) noexcept {
 // A live record's checksum is the CRC32C, continued from its shard's seed
 // (which depends on the store id and the shard), of: the stamp, word 1 with
 // the prev-free and policy bits cleared (the writer flips those without a
-// new stamp), the record's Location, then the key and value bytes. So a
-// record is intact only whole, at its own place, in its own store.
+// new stamp), the record's Location, then the key and value bytes; a
+// record with a deadline mixes kDeadlineSalt into the location and goes on
+// over the zero padding to its deadline word and that word. So a record is
+// intact only whole, at its own place, in its own store, with its deadline
+// (or without one).
 
 inline constexpr std::uint64_t kChecksummedMeta = ~(std::uint64_t{0x7} << 53);
+inline constexpr std::uint64_t kDeadlineSalt = 0x9E3779B97F4A7C15u;
 
-/// The checksum of a record about to be written.
+/// The checksum of a record about to be written (`deadline`: 0 for none).
 inline std::uint32_t checksum_of(std::uint32_t seed, std::uint64_t stamp, std::uint64_t word1,
-                                 Location loc, std::string_view key,
-                                 std::string_view value) noexcept {
-  const std::uint64_t head[3] = {stamp, word1 & kChecksummedMeta, loc.raw()};
+                                 Location loc, std::string_view key, std::string_view value,
+                                 std::uint64_t deadline = 0) noexcept {
+  const std::uint64_t head[3] = {stamp, word1 & kChecksummedMeta,
+                                 deadline != 0 ? loc.raw() ^ kDeadlineSalt : loc.raw()};
   std::uint32_t crc = crc32c_extend(seed, head, sizeof head);
   crc = crc32c_extend(crc, key.data(), key.size());
-  return crc32c_extend(crc, value.data(), value.size());
+  crc = crc32c_extend(crc, value.data(), value.size());
+  if (deadline == 0) return crc;
+  const std::uint64_t tail[2] = {0, deadline};
+  const std::uint64_t pad = deadline_offset(key.size(), value.size()) - key.size() - value.size();
+  return crc32c_extend(crc, reinterpret_cast<const char*>(tail) + 8 - pad, pad + 8);
+}
+
+/// The checksum stored in word 2.
+inline std::uint32_t stored_checksum(const std::byte* rec) noexcept {
+  return static_cast<std::uint32_t>(load_relaxed(word_at(rec + 16)));
 }
 
 /// The checksum of the record at `rec` as it lies, read with relaxed word
 /// loads (a reader validates the stamp afterwards). The caller has
-/// bounds-checked the payload.
+/// bounds-checked the payload (key and value) within `avail` bytes from
+/// `rec`; a deadline word that would lie outside them, or outside the
+/// record's capacity, is damage: the result then differs from the stored
+/// checksum.
 inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec, Location loc,
-                                       std::uint64_t stamp, std::uint64_t word1) noexcept {
+                                       std::uint64_t stamp, std::uint64_t word1,
+                                       std::uint64_t avail) noexcept {
   const Meta m = Meta::decode(word1);
+  const std::uint64_t expiry = load_relaxed(word_at(rec + 16)) >> 32;
+  std::uint64_t n = std::uint64_t{m.key_len} + m.value_len;
+  std::uint64_t salt = 0;
+  if (expiry != 0) {
+    const std::uint64_t end = deadline_offset(m.key_len, m.value_len) + 8;
+    if (expiry != 1 || end > m.capacity() || kHeaderBytes + end > avail) return ~stored_checksum(rec);
+    n = end;  // the zero padding and the deadline word
+    salt = kDeadlineSalt;
+  }
   // The head, then the payload, through one buffer: a small record is one
   // CRC call (recovery runs this for every record).
-  std::uint64_t buf[35] = {stamp, word1 & kChecksummedMeta, loc.raw()};
-  std::uint64_t n = std::uint64_t{m.key_len} + m.value_len;
+  std::uint64_t buf[35] = {stamp, word1 & kChecksummedMeta, loc.raw() ^ salt};
   const std::uint64_t* w = payload_words(rec);
   std::uint64_t have = 3;  // words of buf in use
   std::uint32_t crc = seed;
@@ -314,11 +366,6 @@ inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec,
     if (n == 0) return crc;
     have = 0;
   }
-}
-
-/// The checksum stored in word 2.
-inline std::uint32_t stored_checksum(const std::byte* rec) noexcept {
-  return static_cast<std::uint32_t>(load_relaxed(word_at(rec + 16)));
 }
 
 // ---- reader side ----------------------------------------------------------
@@ -400,6 +447,21 @@ inline bool stamp_is_stable(std::uint64_t stamp) noexcept {
                                                      std::uint64_t avail, std::string_view key) noexcept {
   return m.state() == State::live && m.key_len == key.size() &&
          kHeaderBytes + payload_for(m.key_len, m.value_len) <= avail && key_equals(rec, key);
+}
+
+/// The deadline of the live record `rec` whose header `m` was read from it
+/// (`avail` bytes of chunk from there): 0 if it has none; else the deadline,
+/// or 1 (long past) when the word would lie outside the chunk or the
+/// record, or holds 0: only a torn read (which the stamp check throws
+/// away) or damage shows that. Relaxed loads; the caller validates.
+[[gnu::always_inline]] inline std::uint64_t deadline_of(const std::byte* rec, const Meta& m,
+                                                        std::uint64_t avail) noexcept {
+  const std::uint64_t expiry = load_relaxed(word_at(rec + 16)) >> 32;
+  if (expiry == 0) [[likely]] return 0;
+  const std::uint64_t at = deadline_offset(m.key_len, m.value_len);
+  if (expiry != 1 || at + 8 > m.capacity() || kHeaderBytes + at + 8 > avail) return 1;
+  const std::uint64_t d = load_relaxed(payload_words(rec) + at / 8);
+  return d == 0 ? 1 : d;
 }
 
 /// Copies n bytes starting `from` bytes into the payload, word by word with

@@ -151,7 +151,7 @@ std::uint64_t Shard<P>::scan_chunk(std::uint32_t c, bool is_tail, bool writable,
         const std::uint64_t bytes = kHeader + m.capacity();
         const Location loc = Location::make(c, pos);
         if (bytes <= end - pos &&
-            record::checksum_in_place(crc_seed_, rec, loc, stamp, w1) == record::stored_checksum(rec)) {
+            record::checksum_in_place(crc_seed_, rec, loc, stamp, w1, end - pos) == record::stored_checksum(rec)) {
           bool keep = true;
           bool prev_free = false;
           if (in_run) {
@@ -258,7 +258,8 @@ void Shard<P>::grow_slack(std::byte* rec, Location loc, std::uint64_t extra) noe
   store_relaxed(word_at(rec + 8), m.encode());
   const std::uint64_t w2 = load_relaxed(word_at(rec + 16));
   store_relaxed(word_at(rec + 16), (w2 & ~std::uint64_t{0xFFFFFFFF}) |
-                                       record::checksum_in_place(crc_seed_, rec, loc, stamp, m.encode()));
+                                       record::checksum_in_place(crc_seed_, rec, loc, stamp, m.encode(),
+                                                                 record::kHeaderBytes + m.capacity()));
 }
 
 template <class P>

@@ -36,6 +36,7 @@
 
 #include <offheap/detail/atomic_word.hpp>
 #include <offheap/detail/crc32c.hpp>
+#include <offheap/detail/expiry.hpp>
 #include <offheap/detail/file.hpp>
 #include <offheap/detail/format.hpp>
 #include <offheap/detail/free_lists.hpp>
@@ -46,6 +47,7 @@
 #include <offheap/detail/location_list.hpp>
 #include <offheap/detail/mapped_fifo.hpp>
 #include <offheap/detail/record.hpp>
+#include <offheap/expiry.hpp>
 #include <offheap/policy.hpp>
 #include <offheap/removal.hpp>
 #include <offheap/stats.hpp>
@@ -136,6 +138,7 @@ struct ShardConfig {
   bool report_removals = false;  // Options::on_removal set: removed records wait for their report
   std::uint64_t store_id = 0;
   std::atomic<int>* sync_error = nullptr;  // the first failed sync's errno, store-wide
+  const Clock* clock = nullptr;  // Options::clock; null: the default clock
 };
 
 /// Aligned to a cache line so that shards laid side by side share none.
@@ -223,7 +226,8 @@ class alignas(64) Shard {
         deferred_(name), dead_(name), reports_on_(config.report_removals),
         reports_(name, "the removal listener's queue"), policy_(name),
         count_hits_(kEvicts && !(config.journal.files != nullptr && config.journal.files->read_only)),
-        hits_(name) {}
+        hits_(name), clock_(config.clock), wheel_(name, now_ms()),
+        tracks_expiry_(!(config.journal.files != nullptr && config.journal.files->read_only)) {}
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
   /// Requires: no reader or writer is using the shard any more.
@@ -274,6 +278,7 @@ class alignas(64) Shard {
           if (!record::stamp_is_stable(s1)) [[unlikely]] goto slow;
           const record::Meta rm = record::read_meta(rec);
           const bool mine = record::is_live_record_of(rec, rm, avail, key);
+          const std::uint64_t deadline = mine ? record::deadline_of(rec, rm, avail) : 0;
           if (!record::validate(rec, s1)) [[unlikely]] goto slow;
           if (!mine) {
             // Another key's record, while the slot still leads here.
@@ -283,6 +288,9 @@ class alignas(64) Shard {
           if (!index_.unchanged_since(generation) || !leads_to(load_relaxed(slot), loc)) [[unlikely]] {
             goto slow;
           }
+          // The key's record, validated: expired is a miss (no other record
+          // of the key is in the index).
+          if (deadline != 0 && expired(deadline)) [[unlikely]] return false;
 #if defined(OFFHEAP_TESTING_READ_HOOK)
           testing_reader_before_hit(rec);
 #endif
@@ -348,13 +356,37 @@ class alignas(64) Shard {
 
   enum class Mode { upsert, insert, replace, replace_if };
 
-  /// Writes key -> value per `mode`; returns whether it wrote. `expected` is
-  /// compared with the current value in Mode::replace_if.
+  /// Writes key -> value per `mode`, expiring at `deadline` (ms, the
+  /// store's clock; 0: never); returns whether it wrote. `expected` is
+  /// compared with the current value in Mode::replace_if. A record of the
+  /// key whose deadline has passed counts as absent (and leaves as
+  /// RemovalCause::expired).
   bool write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
-             Mode mode, std::string_view expected = {});
+             Mode mode, std::string_view expected = {}, std::uint64_t deadline = 0);
 
-  /// Removes `key` (only if its value equals *expected, when given).
+  /// Removes `key` (only if its value equals *expected, when given). A
+  /// record whose deadline has passed is absent: it leaves as expired, and
+  /// erase returns false.
   bool erase(std::string_view key, std::uint64_t h, const std::string_view* expected);
+
+  // ---- expiry (expiry_shard.hpp) ---------------------------------------------
+
+  /// The store's time (ms since the Unix epoch, Options::clock).
+  std::uint64_t now_ms() const noexcept { return clock_ != nullptr ? clock_->now_ms() : default_now_ms(); }
+  /// Whether a deadline (not 0) has passed.
+  bool expired(std::uint64_t deadline) const noexcept { return deadline <= now_ms(); }
+  /// Removes up to `max` records whose deadlines are at or before `now`
+  /// (RemovalCause::expired), and sweeps stale entries out of the wheel
+  /// when they pile up; returns how many records went. Takes the lock.
+  std::uint64_t expire(std::uint64_t now, std::uint64_t max);
+  /// After an open: schedules every record with a deadline. Takes the lock.
+  void rebuild_expiry();
+  /// Wheel entries expire() looks at per call while it sweeps stale ones.
+  static constexpr std::uint64_t kSweepSlice = 4096;
+  /// The time (ms) of the wheel's next event, kept up to date by writers
+  /// and expire() for the maintenance thread's sleep: it may be early,
+  /// never late. Lock-free.
+  std::uint64_t next_expiry() const noexcept { return next_expiry_.load(std::memory_order_seq_cst); }
 
   /// Drops every record. The index is replaced by an empty table (the old
   /// one retired as after growth; emptied in place if no memory is left),
@@ -375,6 +407,8 @@ class alignas(64) Shard {
     // place; either way the generation moves: readers inside restart.
     index_.clear(walks_);  // the old table retired, or emptied in place
     policy_.clear();
+    wheel_.reset(now_ms());
+    next_expiry_.store(ExpiryWheel::kNever, std::memory_order_seq_cst);
     // The readers' buffered hits name records that are gone: a drain would
     // hand them to the emptied policy (W-TinyLFU would count their keys).
     if constexpr (kBufferedHits) hits_.discard();
@@ -588,6 +622,8 @@ class alignas(64) Shard {
   std::string verify_index() const;
   // cache_shard.hpp
   std::string verify_policy() const;
+  // expiry_shard.hpp
+  std::string verify_expiry() const;
   bool finds(std::string_view key, Location loc) const;
   // recovery.hpp
   struct PendingAdopt {  // a record waiting in an indexing batch
@@ -683,7 +719,8 @@ class alignas(64) Shard {
 
   // space.hpp: room for records, freeing and merging
   void rewrite_in_place(Location loc, std::byte* rec, std::uint64_t cap, std::uint64_t need,
-                        std::string_view key, std::string_view value, std::uint8_t type) noexcept;
+                        std::string_view key, std::string_view value, std::uint8_t type,
+                        std::uint64_t deadline) noexcept;
   Slot allocate(std::uint64_t need);
   void push_free_range(Location l, std::byte* r, std::uint64_t bytes, bool prev_free,
                        std::uint64_t stamp) noexcept;
@@ -692,9 +729,9 @@ class alignas(64) Shard {
   void retract_over_free(Location loc, std::byte* rec) noexcept;
 
   /// Writes key -> value into a slot allocate() returned, with its checksum
-  /// in file-backed stores.
+  /// in file-backed stores and its deadline (0: none).
   void write_record(const Slot& s, std::string_view key, std::string_view value, std::uint8_t type,
-                    record::State state = record::State::live) noexcept {
+                    record::State state = record::State::live, std::uint64_t deadline = 0) noexcept {
     const std::uint64_t stamp = next_stamp();
     std::uint64_t word2 = 0;
     if (durable_) {
@@ -702,11 +739,21 @@ class alignas(64) Shard {
       const record::Meta m{static_cast<std::uint32_t>(value.size()),
                            static_cast<std::uint16_t>(key.size()),
                            record::Meta::make_flags(state, slack, s.prev_free, 0), type};
-      word2 = record::checksum_of(crc_seed_, stamp, m.encode(), s.loc, key, value);
+      word2 = record::checksum_of(crc_seed_, stamp, m.encode(), s.loc, key, value, deadline);
       journal_.mark_dirty(s.loc.chunk());
     }
-    record::write_live(s.rec, stamp, key, value, type, s.capacity, s.prev_free, 0, word2, state);
+    record::write_live(s.rec, stamp, key, value, type, s.capacity, s.prev_free, 0, word2, state, deadline);
     journal_.publish_tail();  // after the record: see Journal::publish_tail
+  }
+  /// A record just written with `deadline` (not 0) at `loc`: the wheel
+  /// learns it (room reserved), and the maintenance thread's next wake-up
+  /// comes no later than it.
+  void schedule_expiry(Location loc, std::uint64_t deadline) noexcept {
+    wheel_.schedule(deadline, loc.raw(), record::read_stamp(journal_.at(loc)));
+    // seq_cst: pairs with the maintenance thread's store of its wake-up
+    // time and its load of this (OffHeapStore::expiry_due): one of the two
+    // sees the other's store.
+    if (deadline < next_expiry_.load(std::memory_order_relaxed)) next_expiry_.store(deadline, std::memory_order_seq_cst);
   }
 
   static JournalConfig journal_config(const ShardConfig& c, std::uint32_t number) noexcept {
@@ -813,6 +860,13 @@ class alignas(64) Shard {
   };
   // Lru, WTinyLfu: readers' hits on their way to the policy (hit_buffers.hpp).
   [[no_unique_address]] mutable std::conditional_t<kBufferedHits, HitBuffers, NoHitBuffers> hits_;
+  // Expiry (expiry_shard.hpp).
+  const Clock* clock_;
+  ExpiryWheel wheel_;
+  std::atomic<std::uint64_t> next_expiry_{ExpiryWheel::kNever};  // see next_expiry()
+  std::uint64_t expirations_ = 0;  // records removed because their deadline passed
+  bool sweeping_ = false;          // a sweep of stale wheel entries is under way
+  bool tracks_expiry_;             // writable: the wheel holds every deadline (read-only: empty)
 };
 
 }  // namespace offheap::detail
@@ -832,3 +886,4 @@ class alignas(64) Shard {
 #include <offheap/detail/cache_shard.hpp>
 #include <offheap/detail/removal_reports.hpp>
 #include <offheap/detail/shard_stats.hpp>
+#include <offheap/detail/expiry_shard.hpp>

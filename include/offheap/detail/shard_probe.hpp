@@ -103,6 +103,7 @@ typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uin
     }
     const record::Meta m = record::read_meta(rec);
     const bool mine = record::is_live_record_of(rec, m, avail, key);
+    const std::uint64_t deadline = mine ? record::deadline_of(rec, m, avail) : 0;
     if (!record::validate(rec, s1)) continue;
     if (mine) {
       // The record is the key's only while the slot still leads to it and
@@ -114,12 +115,15 @@ typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uin
       if (!index_.unchanged_since(generation)) return Examined::restart;
       if (!leads_to(load_relaxed(slot), loc)) continue;
       if (verify_) {
-        const bool intact = record::checksum_in_place(crc_seed_, rec, loc, s1, m.encode()) ==
+        const bool intact = record::checksum_in_place(crc_seed_, rec, loc, s1, m.encode(), avail) ==
                             record::stored_checksum(rec);
         if (!record::validate(rec, s1)) continue;
         if (!index_.unchanged_since(generation)) return Examined::restart;
         if (!intact) report_corrupt(loc);  // throws
       }
+      // The key's record, expired: absent (the probe goes on to a miss:
+      // no other record of the key is in the index).
+      if (deadline != 0 && expired(deadline)) return Examined::other;
 #if defined(OFFHEAP_TESTING_READ_HOOK)
       testing_reader_before_hit(rec);
 #endif

@@ -26,6 +26,9 @@ void Shard<P>::add_stats(Stats& s) const {
   s.listener_errors += listener_errors_;
   s.mapped_bytes += reports_.mapped_bytes();
   s.records += records_.load(std::memory_order_relaxed);
+  s.expirations += expirations_;
+  s.expiry_entries += wheel_.size();
+  s.mapped_bytes += wheel_.mapped_bytes();
   s.key_value_bytes += key_value_bytes_;
   s.live_bytes += live_bytes_;
   s.free_records += free_.total_records();

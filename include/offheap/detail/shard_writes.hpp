@@ -18,19 +18,25 @@ namespace offheap::detail {
 
 template <class P>
 bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
-           Mode mode, std::string_view expected) {
-  const std::uint64_t need = record::payload_for(key.size(), value.size());
+           Mode mode, std::string_view expected, std::uint64_t deadline) {
+  const std::uint64_t need = record::payload_for(key.size(), value.size(), deadline != 0);
   const WriteLock guard(*this);
   if constexpr (kEvicts) {
     make_room(record::kHeaderBytes + need);  // before the key's slot is found: it may go
     policy_.reserve();                       // may throw; nothing has changed yet
   }
+  if (deadline != 0) wheel_.reserve_one();  // may throw; nothing has changed yet
   Index::Found f = find_intact(key, h);
   if (f.found) {
-    if (mode == Mode::insert) return false;
     const Location old = index_.location(f.slot);
     std::byte* rec = journal_.at(old);
     const record::Meta m = record::read_meta(rec);
+    const std::uint64_t cap = m.capacity();
+    // A record whose deadline has passed is absent: insert writes over it
+    // (it leaves as expired), replace finds nothing to replace.
+    const std::uint64_t old_deadline = record::deadline_of(rec, m, record::kHeaderBytes + cap);
+    const bool gone = old_deadline != 0 && expired(old_deadline);
+    if (gone ? (mode == Mode::replace || mode == Mode::replace_if) : mode == Mode::insert) return false;
     [[maybe_unused]] const eviction::Handle before{old.raw(), record::read_stamp(rec), h,
                                                    record::kHeaderBytes + m.capacity()};
     if (mode == Mode::replace_if &&
@@ -38,12 +44,13 @@ bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view val
           std::memcmp(record::value_bytes(rec, m.key_len), expected.data(), expected.size()) == 0)) {
       return false;
     }
-    const std::uint64_t cap = m.capacity();
+    const RemovalCause cause = gone ? RemovalCause::expired : RemovalCause::replaced;
+    ++(gone ? expirations_ : replaced_);
     int err = 0;
     if (kInPlace && !durable_ && !reports_on_ && need <= cap) {
-      ++replaced_;
-      rewrite_in_place(old, rec, cap, need, key, value, type);
+      rewrite_in_place(old, rec, cap, need, key, value, type, deadline);
       if constexpr (kEvicts) cache_replaced(before, f.slot, old, h);
+      if (deadline != 0) schedule_expiry(old, deadline);
     } else {
       if (reports_on_) {
         reports_.reserve_one();  // may throw; nothing has changed yet
@@ -51,10 +58,10 @@ bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view val
         deferred_.reserve_one();  // may throw; nothing has changed yet
       }
       const Slot s = allocate(need);  // may throw; nothing has changed yet
-      ++replaced_;
-      write_record(s, key, value, type);
+      write_record(s, key, value, type, record::State::live, deadline);
       index_.update(f.slot, s.loc);
       if constexpr (kEvicts) cache_replaced(before, f.slot, s.loc, h);
+      if (deadline != 0) schedule_expiry(s.loc, deadline);
       // every_write: the new record is on disk before the old one goes, so
       // that its space is reused only once the record that superseded it
       // is durable.
@@ -63,7 +70,7 @@ bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view val
         // The old record stays whole until the listener has seen it
         // (removal_reports.hpp); on disk it is live with a lower stamp,
         // which recovery ranks below the new one.
-        retire(old, Location::none(), RemovalCause::replaced, record::kHeaderBytes + cap);
+        retire(old, Location::none(), cause, record::kHeaderBytes + cap);
       } else if (defer_frees_) {
         // periodic: the old record stays on disk as it is (live, with its
         // lower stamp: recovery prefers the new one) until a sync has made
@@ -91,9 +98,10 @@ bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view val
     f = find_for_write(key, h);
   }
   const Slot s = allocate(need);  // may throw; the index only grew
-  write_record(s, key, value, type);
+  write_record(s, key, value, type, record::State::live, deadline);
   index_.insert(f.insert_slot, h, s.loc);
   if constexpr (kEvicts) cache_admitted(f.insert_slot, s.loc, h);
+  if (deadline != 0) schedule_expiry(s.loc, deadline);
   records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (durable_) journal_.set_records_hint(size());
   key_value_bytes_ += key.size() + value.size();
@@ -114,7 +122,9 @@ bool Shard<P>::erase(std::string_view key, std::uint64_t h, const std::string_vi
   const Location loc = index_.location(f.slot);
   std::byte* rec = journal_.at(loc);
   const record::Meta m = record::read_meta(rec);
-  if (expected != nullptr &&
+  const std::uint64_t deadline = record::deadline_of(rec, m, record::kHeaderBytes + m.capacity());
+  const bool gone = deadline != 0 && expired(deadline);
+  if (!gone && expected != nullptr &&
       !(m.value_len == expected->size() &&
         std::memcmp(record::value_bytes(rec, m.key_len), expected->data(), expected->size()) == 0)) {
     return false;
@@ -134,10 +144,12 @@ bool Shard<P>::erase(std::string_view key, std::uint64_t h, const std::string_vi
                      host);
     }
   }
-  const int err = remove_at(f.slot, loc, rec, m, key, marker, RemovalCause::explicit_remove);
-  ++removes_;
+  // An expired record is absent for the caller; it leaves now, as expired.
+  const int err = remove_at(f.slot, loc, rec, m, key, marker,
+                            gone ? RemovalCause::expired : RemovalCause::explicit_remove);
+  ++(gone ? expirations_ : removes_);
   if (err != 0) sync_failed(err);  // removed in memory; the store refuses writes from now on
-  return true;
+  return !gone;
 }
 
 template <class P>

@@ -26,13 +26,14 @@ namespace offheap::detail {
 
 template <class P>
 void Shard<P>::rewrite_in_place(Location loc, std::byte* rec, std::uint64_t cap, std::uint64_t need,
-                      std::string_view key, std::string_view value, std::uint8_t type) noexcept {
+                      std::string_view key, std::string_view value, std::uint8_t type,
+                      std::uint64_t deadline) noexcept {
   if (cap - need < record::kMinRecord) {
-    record::rewrite_value(rec, next_stamp(), key, value, type, cap);
+    record::rewrite_value(rec, next_stamp(), key, value, type, cap, deadline);
     return;
   }
   // Shrink, and free the tail of the old payload.
-  record::rewrite_value(rec, next_stamp(), key, value, type, need);
+  record::rewrite_value(rec, next_stamp(), key, value, type, need, deadline);
   const Location rest = Location::make(loc.chunk(), loc.offset() + record::kHeaderBytes + need);
   release(rest, journal_.at(rest), cap - need - record::kHeaderBytes, false);
   live_bytes_ -= cap - need;

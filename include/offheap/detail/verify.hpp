@@ -109,7 +109,9 @@ std::string Shard<P>::verify() const {
            std::to_string(index_.size()) + ") or the counters (" + std::to_string(size()) +
            ", " + std::to_string(live_bytes_) + " bytes)";
   }
-  return verify_policy();
+  std::string policy = verify_policy();
+  if (!policy.empty()) return policy;
+  return verify_expiry();
 }
 
 /// verify() after a read-only recovery, which leaves the free space as it
@@ -133,7 +135,7 @@ std::string Shard<P>::verify_index() const {
       return where + "indexed record not live or not whole";
     }
     if (durable_ && record::checksum_in_place(crc_seed_, rec, loc, load_relaxed(word_at(rec)),
-                                              m.encode()) != record::stored_checksum(rec)) {
+                                              m.encode(), avail) != record::stored_checksum(rec)) {
       return where + "indexed record fails its checksum";
     }
     const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);

@@ -63,6 +63,7 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
     const record::Meta m = record::read_meta(rec);
     const bool whole = m.state() == record::State::live &&
                        record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail;
+    const std::uint64_t deadline = whole ? record::deadline_of(rec, m, avail) : 0;
     if (!record::validate(rec, s1)) continue;
     // The header belongs to the record the slot leads to only while the
     // generation stays and the slot still leads here; then, and only then,
@@ -70,6 +71,7 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
     if (!index_.unchanged_since(generation)) continue;
     if (!leads_to(load_relaxed(slot), loc)) continue;  // the slot moved on
     if (!whole) return false;  // a slot leads to a record that is not live only in damage
+    if (deadline != 0 && expired(deadline)) return false;  // expired: absent
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     testing_reader_before_hit(rec);
 #endif
@@ -86,7 +88,7 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
         !still_current(serial, slot, loc, rec, s1)) {
       continue;
     }
-    if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf) != stored) {
+    if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf, deadline) != stored) {
       // A damaged record: skipped (and counted), so that a walk can
       // salvage what is intact.
       corrupt_.fetch_add(1, std::memory_order_relaxed);

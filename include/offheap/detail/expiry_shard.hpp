@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+// A shard's expiry: records whose deadline has passed leave as
+// RemovalCause::expired, found through the shard's timing wheel
+// (expiry.hpp), which writers fill as they write records with deadlines.
+//
+// Readers never need this to be on time: a read compares the record's own
+// deadline with the clock, so an expired record is absent from the moment
+// its deadline passes (shard.hpp, shard_probe.hpp, walk.hpp). What the
+// wheel decides is when the record's memory is freed and the removal
+// listener hears of it: within one tick (1 ms) of the deadline once
+// maintenance runs (the maintenance thread sleeps until the wheel's next
+// event, woken by a writer that schedules an earlier one).
+#pragma once
+
+#include <offheap/detail/shard.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+namespace offheap::detail {
+
+template <class P>
+std::uint64_t Shard<P>::expire(std::uint64_t now, std::uint64_t max) {
+  const WriteLock guard(*this);
+  std::uint64_t n = 0;
+  wheel_.advance(now, [&](const ExpiryWheel::Entry& e) {
+    const Location loc = Location::from_raw(e.loc);
+    // Current only while the record at the location is live with the
+    // entry's stamp, whole, and its key's slot leads there (a rewrite or a
+    // removal changed the stamp or the slot: the entry is stale, dropped).
+    const Held r = held_record(loc, e.stamp, durable_);
+    if (!r.found) return true;
+    if (n == max) return false;  // the entry stays for the next call
+    std::byte* rec = journal_.at(loc);
+    const record::Meta m = record::read_meta(rec);
+    const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+    const Slot marker = removal_marker(key.size());  // may throw: the entry stays, nothing changed
+    if constexpr (kEvicts) {
+      host_loc_ = loc.raw();
+      host_slot_ = r.slot;
+      EvictHost host{*this};
+      policy_.forget(eviction::Handle{loc.raw(), e.stamp, r.hash, r.bytes}, host);
+    }
+    // A failed msync (every_write) is noted store-wide inside; the removal
+    // stands in memory.
+    (void)remove_at(r.slot, loc, rec, m, key, marker, RemovalCause::expired);
+    ++expirations_;
+    ++n;
+    return true;
+  });
+  // Stale entries (records rewritten or removed before their deadline)
+  // piling up: swept out a slice per call until a pass is done.
+  if (!sweeping_ && wheel_.size() > 2 * size() + 1024) sweeping_ = true;
+  if (sweeping_ && wheel_.sweep(kSweepSlice, [&](std::uint64_t loc, std::uint64_t stamp) {
+        return !held_record(Location::from_raw(loc), stamp, false).found;
+      })) {
+    sweeping_ = false;
+  }
+  // seq_cst: see schedule_expiry().
+  next_expiry_.store(sweeping_ ? now : wheel_.next_event(), std::memory_order_seq_cst);
+  return n;
+}
+
+template <class P>
+void Shard<P>::rebuild_expiry() {
+  const WriteLock guard(*this);
+  wheel_.reset(now_ms());
+  index_.for_each_full([&](std::uint64_t, Location loc) {
+    // (A damaged record is left to the readers and writers that meet it.)
+    if (durable_ && (loc.chunk() >= journal_.chunks() || !intact(loc, journal_.at(loc)))) return;
+    const std::byte* rec = journal_.at(loc);
+    const record::Meta m = record::read_meta(rec);
+    const std::uint64_t deadline = record::deadline_of(rec, m, record::kHeaderBytes + m.capacity());
+    if (deadline == 0) return;
+    wheel_.reserve_one();  // may throw: the open fails
+    wheel_.schedule(deadline, loc.raw(), record::read_stamp(rec));
+  });
+  next_expiry_.store(wheel_.next_event(), std::memory_order_seq_cst);
+}
+
+/// verify()'s part for expiry (under the lock): every live record with a
+/// deadline has an entry in the wheel with its location, stamp and
+/// deadline (other entries are stale: dropped by their stamps).
+template <class P>
+std::string Shard<P>::verify_expiry() const {
+  if (!tracks_expiry_) return {};
+  std::vector<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>> entries;
+  entries.reserve(wheel_.size());
+  wheel_.for_each([&](const ExpiryWheel::Entry& e) { entries.emplace_back(e.loc, e.stamp, e.deadline); });
+  if (entries.size() != wheel_.size()) {
+    return journal_.name() + ": the expiry wheel counts " + std::to_string(wheel_.size()) +
+           " entries and holds " + std::to_string(entries.size());
+  }
+  std::sort(entries.begin(), entries.end());
+  std::string problem;
+  index_.for_each_full([&](std::uint64_t, Location loc) {
+    if (!problem.empty()) return;
+    const std::byte* rec = journal_.at(loc);
+    const record::Meta m = record::read_meta(rec);
+    const std::uint64_t deadline = record::deadline_of(rec, m, record::kHeaderBytes + m.capacity());
+    if (deadline == 0) return;
+    if (!std::binary_search(entries.begin(), entries.end(),
+                            std::make_tuple(loc.raw(), record::read_stamp(rec), deadline))) {
+      problem = journal_.name() + ": chunk " + std::to_string(loc.chunk()) + " offset " +
+                std::to_string(loc.offset()) + ": a record with a deadline (" + std::to_string(deadline) +
+                ") has no entry in the expiry wheel";
+    }
+  });
+  return problem;
+}
+
+}  // namespace offheap::detail

@@ -31,7 +31,12 @@
 // below the data written, a removal listener set, background maintenance
 // on): there any key may also be absent (evicted), but never hold a value
 // other than its acknowledged one or one in flight, and a removal or an
-// eviction is never undone.
+// eviction is never undone. A third of the cache's writes carry a TTL of
+// 1-150 ms on a clock the parent moves between cycles (in the shared
+// channel, read by child and parent alike): a value names its deadline,
+// and no value is ever read back after it, whether its record expired
+// while the store was open, while it was closed, or while it was being
+// recovered.
 //
 // Environment:
 //   OFFHEAP_CRASH_CYCLES  the number of kills (default 100; .ci/run: 300)
@@ -102,6 +107,7 @@ struct Channel {
   std::atomic<std::uint64_t> open_ns;   // how long the open took (once opened)
   std::atomic<std::uint64_t> count;     // messages published
   std::atomic<std::uint64_t> reported;  // a cache's removal listener calls
+  std::atomic<std::uint64_t> clock_ms;  // the cache's clock (the parent moves it between cycles)
   Message messages[kMessages];
 
   void reset() {
@@ -116,11 +122,25 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
 std::string key_of(std::uint32_t k) { return "key-" + std::to_string(k); }
 
+/// The store's clock for a cache (expiry), read from the channel.
+struct ChannelClock : offheap::Clock {
+  const std::atomic<std::uint64_t>* t;
+  explicit ChannelClock(const std::atomic<std::uint64_t>& c) : t(&c) {}
+  std::uint64_t now_ms() const noexcept override { return t->load(std::memory_order_relaxed); }
+};
+
+/// The deadline of write number `seq` made at `clock` (ms): a third of
+/// the cache's writes expire 1-150 ms later; 0 for none.
+std::uint64_t deadline_of(bool ttls, std::uint64_t seq, std::uint64_t clock) {
+  return ttls && seq % 3 == 1 ? clock + 1 + (seq * 13) % 150 : 0;
+}
+
 /// The value of write number `seq` to key k: unique, of varied length (a
 /// few bytes to 40 KiB), so that records of every size are freed, split
-/// and merged.
-std::string value_of(std::uint32_t k, std::uint64_t seq) {
+/// and merged; with a deadline, it names it ("@<ms>-").
+std::string value_of(std::uint32_t k, std::uint64_t seq, std::uint64_t deadline = 0) {
   std::string v = "s" + std::to_string(seq) + "-k" + std::to_string(k) + "-";
+  if (deadline != 0) v += "@" + std::to_string(deadline) + "-";
   const std::uint64_t len = seq % 50 == 0 ? 20000 + seq % 20000 : (seq * 37) % 700;
   v.append(len, static_cast<char>('a' + seq % 26));
   return v;
@@ -163,7 +183,9 @@ template <class S>
     const std::uint64_t t0 = now_ns();
     ch.progress.store(Channel::opening, std::memory_order_release);
     Options o = store_options<S>(dir, d);
+    const ChannelClock clock(ch.clock_ms);
     if constexpr (!std::is_same_v<S, Store>) {
+      o.clock = &clock;
       // Removals and evictions wait for this listener (their records kept,
       // file-backed: dead markers written): what a crash must not undo.
       o.on_removal = [&ch](std::string_view, std::string_view, offheap::RemovalCause) {
@@ -194,13 +216,15 @@ template <class S>
       // Made before the operation's "before": the time between the messages
       // is the store's.
       const std::string k = key_of(m.key);
-      const std::string v = value_of(m.key, seq);
+      const std::uint64_t deadline = deadline_of(!std::is_same_v<S, Store>, seq, clock.now_ms());
+      const std::string v = value_of(m.key, seq, deadline);
+      const offheap::Ttl ttl = deadline != 0 ? offheap::Ttl::at_ms(deadline) : offheap::Ttl{};
       publish(m);
       switch (m.op) {
-        case put: s.put(k, v); break;
+        case put: s.put(k, v, ttl); break;
         case remove: m.result = s.remove(k); break;
-        case put_if_absent: m.result = s.put_if_absent(k, v); break;
-        case replace: m.result = s.replace(k, v); break;
+        case put_if_absent: m.result = s.put_if_absent(k, v, ttl); break;
+        case replace: m.result = s.replace(k, v, ttl); break;
         case clear: s.clear(); break;
         case sync: s.sync(); break;
       }
@@ -217,7 +241,10 @@ template <class S>
 /// operation whose outcome the parent did not see).
 struct Model {
   std::vector<std::set<State>> keys = std::vector<std::set<State>>(kKeys, {State{}});
-  bool cache = false;  // any key may also be absent: evicted
+  bool cache = false;  // any key may also be absent: evicted (or expired)
+  std::uint64_t clock = 0;  // the clock during the child being replayed (deadlines)
+
+  State value(const Message& m) const { return value_of(m.key, m.seq, deadline_of(cache, m.seq, clock)); }
 
   void acknowledged(const Message& m) {
     acknowledged_store(m);
@@ -232,7 +259,7 @@ struct Model {
  private:
   void acknowledged_store(const Message& m) {
     std::set<State>& s = keys[m.key];
-    const State v = value_of(m.key, m.seq);
+    const State v = value(m);
     switch (m.op) {
       case put: s = {v}; break;
       case remove: s = {State{}}; break;
@@ -260,7 +287,7 @@ struct Model {
  public:
   void in_flight(const Message& m) {
     std::set<State>& s = keys[m.key];
-    const State v = value_of(m.key, m.seq);
+    const State v = value(m);
     switch (m.op) {
       case put: s.insert(v); break;
       case remove: s.insert(State{}); break;
@@ -312,6 +339,9 @@ void torture() {
     ~Unmap() { ::munmap(p, sizeof(Channel)); }
   } unmap{shared};
   Channel& ch = *new (shared) Channel;
+  ch.clock_ms.store(1'700'000'000'000);
+  const ChannelClock clock(ch.clock_ms);
+  std::uint64_t expired_reads = 0;  // values read back after their deadline (must stay 0)
 
   Model model;
   model.cache = kCache;
@@ -345,6 +375,7 @@ void torture() {
     try {
       Options o = store_options<S>(dir, mode);
       o.background_maintenance = false;
+      if constexpr (kCache) o.clock = &clock;
       S s(o);
       if (after_clean_close && s.stats().rebuilt) {
         ++wrong;
@@ -352,11 +383,23 @@ void torture() {
       }
       rebuilt += s.stats().rebuilt;
       clears += " open(" + when + ")";
+      // Time passes after the open (which removed what had expired): the
+      // reads below must turn away what expires now, with no maintenance.
+      if constexpr (kCache) ch.clock_ms.fetch_add(40);
       std::string out;
       for (std::uint32_t k = 0; k < kKeys; ++k) {
         State got;
         if (s.get(key_of(k), out)) got = out;
         ++checked;
+        // A value that names a deadline is never read at or after it.
+        if (const std::size_t d = got ? got->find('@') : std::string::npos; d != std::string::npos) {
+          if (std::stoull(got->substr(d + 1)) <= clock.now_ms()) {
+            ++wrong;
+            ++expired_reads;
+            std::cerr << "crash_test: " << when << context << " key " << k << ": read "
+                      << got->substr(0, 40) << " at " << clock.now_ms() << ", after its deadline\n";
+          }
+        }
         if (model.keys[k].count(got) == 0) {
           ++wrong;
           std::cerr << "crash_test: " << when << context << " key " << k << ": read "
@@ -507,6 +550,7 @@ void torture() {
     }
 
     // ---- replay: a `before` followed by its `after` is acknowledged -----------------
+    model.clock = ch.clock_ms.load();
     for (std::size_t i = 0; i < messages.size(); ++i) {
       const Message& m = messages[i];
       if (m.phase != before) continue;
@@ -528,6 +572,9 @@ void torture() {
       }
       seq = m.seq + 1;
     }
+
+    // ---- time passes: the deadlines of the cache's writes come --------------------------
+    ch.clock_ms.fetch_add(rng() % 60);
 
     // ---- check, or leave the killed store to the next child ---------------------------
     // Two kills in three are followed by a check (reopen, check, close
@@ -571,7 +618,8 @@ void torture() {
             << " key checks, " << rebuilt << " rebuilds, " << failed_opens << " failed reopens, "
             << wrong << " wrong or lost values (" << wrong - wrong_in_cycles
             << " in the final checks), " << verify_failures << " verify failures, " << child_errors
-            << " child errors, " << reports << " removals reported (seed " << seed << "); "
+            << " child errors, " << reports << " removals reported, " << expired_reads
+            << " values read after their deadline (seed " << seed << "); "
             << child_ns / 1000000
             << " ms running children, " << check_ns / 1000000 << " ms checking\n";
   if (kCache) CHECK(reports > 0);  // the children evicted, and told the listener
@@ -579,6 +627,7 @@ void torture() {
   CHECK(final_open);
   CHECK(final_clean);
   CHECK(wrong == 0);
+  CHECK(expired_reads == 0);
   CHECK(verify_failures == 0);
   CHECK(child_errors == 0);
   CHECK(unexpected_clean_open == 0);

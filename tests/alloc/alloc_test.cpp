@@ -316,3 +316,44 @@ TEST_CASE("two readers and a writer allocate nothing after warm-up", "[alloc]") 
   WARN(reader_ops.load() << " reader iterations, " << writer_ops.load() << " writes, "
                          << during << " allocations while measuring");
 }
+
+TEST_CASE("writes with TTLs, their reads and the timing wheel's expiries allocate nothing after warm-up",
+          "[alloc][expiry]") {
+  struct TestClock : offheap::Clock {
+    std::atomic<std::uint64_t> t{1'700'000'000'000};
+    std::uint64_t now_ms() const noexcept override { return t.load(std::memory_order_relaxed); }
+  } clock;
+  constexpr std::size_t kKeys = 20000;
+  const Keys keys(kKeys, "x:");
+  const std::string value(40, 'e');
+  offheap::Options o;
+  o.clock = &clock;
+  o.background_maintenance = false;
+  o.expected_entries = kKeys;
+  offheap::Store store(o);
+  // Warm-up: a first round of TTL'd writes, reads, expiries.
+  for (std::size_t i = 0; i < kKeys; ++i) store.put(keys[i], value, std::chrono::milliseconds(1 + i % 1000));
+  clock.t += 1000;
+  store.maintain();
+  REQUIRE(store.size() == 0);
+  std::string out;
+  out.reserve(64);
+  std::uint64_t hits = 0;
+  for (int round = 0; round < 3; ++round) {
+    CHECK(allocations_of([&] {
+            for (std::size_t i = 0; i < kKeys; ++i) {
+              store.put(keys[i], value, std::chrono::milliseconds(1 + i % 1000));  // the wheel's nodes are reused
+            }
+            for (std::size_t i = 0; i < kKeys; i += 2) store.put(keys[i], value, std::chrono::hours(1));  // stale entries
+            for (std::size_t i = 0; i < kKeys; ++i) hits += store.get(keys[i], out);
+            clock.t += 500;
+            store.maintain();  // half of the odd keys expire
+            for (std::size_t i = 0; i < kKeys; ++i) hits += store.contains(keys[i]);
+            clock.t += 3'600'000;
+            store.maintain();  // the rest
+          }) == 0);
+    CHECK(store.size() == 0);
+  }
+  CHECK(hits == 3 * (kKeys + kKeys / 2 + kKeys / 4));
+  CHECK(store.stats().expirations == 4 * kKeys);
+}

@@ -102,10 +102,10 @@ TEST_CASE("An entry is read until its deadline and never after, by every read", 
   FakeClock clock;
   Heard heard;
   Store s(manual(clock, &heard));
-  s.put("short", "a", 10ms);
+  s.put("short", "a", 10ms);  // a deadline 11 ms on: at least 10 ms after any moment of the write's
   s.put("forever", "b");
   s.put_value<std::uint64_t>("typed", 7, 10ms);
-  clock.advance(9);
+  clock.advance(10);
   CHECK(every_read(s, "short") == std::vector<bool>(6, true));
   CHECK(s.get_value<std::uint64_t>("typed") == std::optional<std::uint64_t>(7));
   const auto view = s.view("short");
@@ -130,6 +130,8 @@ TEST_CASE("Writes treat an expired entry as absent", "[expiry]") {
   Store s(manual(clock, &heard));
   for (const char* k : {"ins", "rep", "cas", "rem", "put"}) s.put(k, "old", 5ms);
   clock.advance(5);
+  CHECK(s.contains("ins"));
+  clock.advance(1);
   CHECK(s.put_if_absent("ins", "new"));        // absent: written over
   CHECK_FALSE(s.replace("rep", "new"));        // absent: nothing replaced
   CHECK_FALSE(s.replace("cas", "old", "new"));  // absent: equals nothing
@@ -168,7 +170,7 @@ TEST_CASE("Ttl: default, never, a duration, an absolute deadline, zero and past 
   s.put("default", "v");
   s.put("never", "v", Ttl::never());
   s.put("after", "v", 50ms);
-  s.put("micro", "v", std::chrono::microseconds(1500));  // rounded up to 2 ms
+  s.put("micro", "v", std::chrono::microseconds(1500));  // rounded up to 2 ms, + 1
   s.put("at", "v", Ttl::at_ms(t0 + 70));
   s.put("at_tp", "v", Ttl::at(std::chrono::system_clock::time_point(std::chrono::milliseconds(t0 + 80))));
   s.put("zero", "v", 0ms);
@@ -185,29 +187,33 @@ TEST_CASE("Ttl: default, never, a duration, an absolute deadline, zero and past 
     return names;
   };
   using V = std::vector<std::string>;
-  clock.t = t0 + 1;
-  CHECK(alive() == V{"default", "never", "after", "micro", "at", "at_tp"});
   clock.t = t0 + 2;
-  CHECK(alive() == V{"default", "never", "after", "at", "at_tp"});
-  clock.t = t0 + 49;
+  CHECK(alive() == V{"default", "never", "after", "micro", "at", "at_tp"});
+  clock.t = t0 + 3;
   CHECK(alive() == V{"default", "never", "after", "at", "at_tp"});
   clock.t = t0 + 50;
+  CHECK(alive() == V{"default", "never", "after", "at", "at_tp"});
+  clock.t = t0 + 51;
   CHECK(alive() == V{"default", "never", "at", "at_tp"});
-  clock.t = t0 + 70;
+  clock.t = t0 + 69;
+  CHECK(alive() == V{"default", "never", "at", "at_tp"});
+  clock.t = t0 + 70;  // an absolute deadline: expired from its millisecond on
   CHECK(alive() == V{"default", "never", "at_tp"});
   clock.t = t0 + 80;
   CHECK(alive() == V{"default", "never"});
   clock.t = t0 + 100;
+  CHECK(alive() == V{"default", "never"});
+  clock.t = t0 + 101;
   CHECK(alive() == V{"never"});
   s.maintain();
   CHECK(s.size() == 1);
   CHECK(heard.count(RemovalCause::expired) == 8);
   // A rewrite takes its own deadline: the old one goes with the old value.
   s.put("never", "w", 10ms);
-  clock.advance(10);
+  clock.advance(11);
   CHECK_FALSE(s.contains("never"));
   s.put("never", "x");  // the default again
-  clock.advance(99);
+  clock.advance(100);
   CHECK(s.contains("never"));
   clock.advance(1);
   CHECK_FALSE(s.contains("never"));
@@ -414,7 +420,7 @@ TEST_CASE("A cache with TTLs: expired records leave the policy too; audit holds"
   clock.advance(25);
   c.maintain();
   CHECK(c.verify().empty());
-  clock.advance(25);
+  clock.advance(26);
   c.maintain();
   CHECK(c.size() == 0);
   CHECK(c.stats().live_bytes == 0);
@@ -434,6 +440,9 @@ TEST_CASE("The maintenance thread wakes for a deadline earlier than it planned",
   while (s.size() != 0 && std::chrono::steady_clock::now() - start < 60s) std::this_thread::sleep_for(1ms);
   CHECK(s.size() == 0);
   CHECK(s.stats().expirations == 1);
+  // Far sooner than the 10 s the thread of a store without other work
+  // sleeps at a time: the write woke it.
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
   std::printf("expiry: removed %.1f ms after a 20 ms TTL\n",
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() - 20);
 }
@@ -452,7 +461,7 @@ TEST_CASE("Records rewritten with TTLs faster than they expire leave no pile of 
   CHECK(st.records == 100);
   CHECK(st.expiry_entries <= 4 * 1100);  // per shard: 2 x its records + 1024 before a sweep
   CHECK(s.verify().empty());
-  clock.advance(24 * 3600 * 1000);
+  clock.advance(24 * 3600 * 1000 + 1);
   s.maintain();
   CHECK(s.size() == 0);
   CHECK(s.stats().expiry_entries == 0);
@@ -492,4 +501,52 @@ TEST_CASE("Readers racing writers never see a value past its deadline", "[expiry
   CHECK(hits.load() > 0);
   CHECK(reads.load() > hits.load());  // some were expired
   CHECK(s.verify().empty());
+}
+
+TEST_CASE("A reader preempted while the key is refreshed before its deadline still finds the key", "[expiry][concurrency]") {
+  // The reader's clock read (after it validated the old record) runs the
+  // writer: the key is refreshed at T0+5, before its deadline at T0+11, and
+  // the reader resumes at T0+20, after the old deadline. The key was
+  // present at every moment: the read must find v2 (the old record it
+  // validated was replaced, so its deadline concludes nothing).
+  struct HookClock : offheap::Clock {
+    mutable std::atomic<std::uint64_t> t{1'700'000'000'000};
+    mutable bool armed = false, inside = false;
+    offheap::Store* store = nullptr;
+    std::uint64_t now_ms() const noexcept override {
+      if (armed && !inside) {
+        armed = false;
+        inside = true;
+        t = t + 5;
+        store->put("k", "v2", 100ms);
+        inside = false;
+        t = t + 15;
+      }
+      return t;
+    }
+  } clock;
+  for (int how = 0; how < 3; ++how) {
+    Options o;
+    o.shards = 1;
+    o.clock = &clock;
+    o.background_maintenance = false;
+    Store s(o);
+    clock.store = &s;
+    s.put("k", "v1", 10ms);
+    clock.armed = true;
+    std::string out;
+    if (how == 0) {
+      CHECK(s.get("k", out));
+      CHECK(out == "v2");
+    } else if (how == 1) {
+      CHECK(s.contains("k"));
+    } else {
+      std::string seen;
+      s.for_each([&](std::string_view k, std::string_view v) {
+        if (k == "k") seen = v;
+      });
+      CHECK(seen == "v2");
+    }
+    CHECK_FALSE(clock.armed);  // the hook ran
+  }
 }

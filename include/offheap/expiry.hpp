@@ -13,16 +13,18 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <limits>
 
 namespace offheap {
 
 /// The time a store reads to decide whether an entry has expired:
-/// milliseconds since the Unix epoch, never going back (a clock that goes
-/// back delays expiry, it never brings an expired entry back: a read
-/// compares the entry's deadline with now).
-/// Requires: now_ms() is safe to call from any thread at any time, and
-/// returns at least 1.
+/// milliseconds since the Unix epoch.
+/// Requires: now_ms() is safe to call from any thread at any time, returns
+/// at least 1, and never goes back. (A clock that goes back delays the
+/// removal of expired records, and makes one that maintenance has not
+/// removed yet readable again until it is: reads compare each entry's
+/// deadline with now.)
 class Clock {
  public:
   virtual ~Clock() = default;
@@ -31,15 +33,51 @@ class Clock {
 
 namespace detail {
 
-/// The default clock: the steady clock plus the wall clock's lead over it,
+/// The wall clock's lead over the steady clock (CLOCK_MONOTONIC), in ms,
 /// taken once per process.
-inline std::uint64_t default_now_ms() noexcept {
+inline std::int64_t wall_lead_ms() noexcept {
   using namespace std::chrono;
   static const std::int64_t lead =
       duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count() -
       duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-  const std::int64_t now = duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count() + lead;
+  return lead;
+}
+
+/// The default clock: the steady clock plus the wall clock's lead over it.
+inline std::uint64_t default_now_ms() noexcept {
+  using namespace std::chrono;
+  const std::int64_t now = duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count() + wall_lead_ms();
   return now < 1 ? 1 : static_cast<std::uint64_t>(now);
+}
+
+/// The default clock as the kernel's coarse monotonic clock says it, which
+/// is the monotonic clock as of the last timer tick: never ahead of
+/// default_now_ms(), behind it by up to a tick (1-10 ms), and cheap to read
+/// (a few nanoseconds, no time-stamp counter: reading the precise clock
+/// costs 25 ns on bare metal and far more in some virtual machines, where
+/// the counter read traps, and it stalls the reads around it).
+inline std::uint64_t coarse_now_ms() noexcept {
+#if defined(CLOCK_MONOTONIC_COARSE)
+  timespec ts{};
+  if (::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0) {
+    const std::int64_t now = static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000 + wall_lead_ms();
+    return now < 1 ? 1 : static_cast<std::uint64_t>(now);
+  }
+#endif
+  return default_now_ms();
+}
+
+/// Readers on the default clock decide with the coarse clock whether a
+/// deadline this far or further away has passed (it has not, unless the
+/// kernel's tick stalled for as long), and read the precise clock only for
+/// deadlines closer than that.
+inline constexpr std::uint64_t kCoarseMarginMs = 1000;
+
+/// Whether `deadline` (not 0) has passed on `clock` (null: the default).
+inline bool deadline_passed(const Clock* clock, std::uint64_t deadline) noexcept {
+  if (clock != nullptr) return deadline <= clock->now_ms();
+  if (deadline > coarse_now_ms() + kCoarseMarginMs) [[likely]] return false;
+  return deadline <= default_now_ms();
 }
 
 }  // namespace detail
@@ -47,8 +85,11 @@ inline std::uint64_t default_now_ms() noexcept {
 /// How long an entry lives, given to a write: the store's default
 /// (Options::default_ttl, a default-constructed Ttl), never, a duration
 /// from the write, or an absolute deadline. A deadline is kept to the
-/// millisecond: a duration is rounded up to whole milliseconds, so that an
-/// entry never expires before it was asked to. An entry whose deadline is
+/// millisecond, and an entry is expired from its deadline's millisecond on
+/// (deadline <= now). A duration d is rounded up to whole milliseconds and
+/// counted from the millisecond after the write's: the entry lives at
+/// least d, and at most 1 ms longer (so that a write late in a
+/// millisecond still gets all of d). An entry whose deadline is
 /// not after the write's time (a duration of 0 or less, a deadline in the
 /// past) is written and expired at once: no read returns it, and it leaves
 /// as RemovalCause::expired.
@@ -106,6 +147,7 @@ class Ttl {
     // practice, and must not wrap into the past).
     using Wide = duration<long double, std::milli>;
     const long double ms = duration_cast<Wide>(d).count();
+    if (!(ms == ms)) return 0;  // NaN: as 0, expired at once
     if (ms >= static_cast<long double>(std::numeric_limits<std::int64_t>::max() / 2)) {
       return std::numeric_limits<std::int64_t>::max() / 2;
     }
@@ -119,7 +161,7 @@ class Ttl {
     if (now > kMaxDeadlineMs) now = kMaxDeadlineMs;
     if (ms <= 0) return now < 1 ? 1 : now;  // expired at once
     const std::uint64_t d = static_cast<std::uint64_t>(ms);
-    return d >= kMaxDeadlineMs - now ? kMaxDeadlineMs : now + d;
+    return d >= kMaxDeadlineMs - now - 1 ? kMaxDeadlineMs : now + d + 1;
   }
 
   Kind kind_ = Kind::store_default;

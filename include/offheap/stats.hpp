@@ -95,15 +95,17 @@ struct Stats {
   std::uint64_t policy_hits_dropped = 0;
   std::uint64_t policy_mapped_bytes = 0;     ///< the policy's own structures, in mapped_bytes
 
-  // The maintenance thread (Options::background_maintenance; caches,
-  // stores with Options::on_removal or Durability::periodic). Its other
-  // backlog is removals_pending.
+  // The maintenance thread (Options::background_maintenance: every store
+  // with a writer lock; a single-writer policy's only with what it is
+  // allowed). Its other backlog is removals_pending.
   bool maintenance_running = false;        ///< started and not stopped by a failure
   std::uint64_t maintenance_rounds = 0;    ///< rounds run since the open
   double maintenance_lag_seconds = 0;      ///< since its last round ended: at most about
                                            ///< 16 ms while it keeps up (a cache's thread
                                            ///< backs off to a round every 16 ms when idle;
-                                           ///< a periodic store's runs every sync_interval),
+                                           ///< a periodic store's runs every sync_interval;
+                                           ///< another store's sleeps 10 s at a time, woken
+                                           ///< for deadlines),
                                            ///< growing while a round is slow (a listener)
   std::uint64_t maintenance_backlog_bytes = 0;  ///< caches: live bytes above each shard's share
                                                 ///< of capacity_bytes, summed: still to evict

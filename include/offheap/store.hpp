@@ -604,8 +604,8 @@ class OffHeapStore {
     }
   }
 
-  [[noreturn, gnu::cold, gnu::noinline]] void throw_too_large(std::string_view key,
-                                                               std::string_view value) const {
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_too_large(std::string_view key, std::string_view value,
+                                                               bool deadline = false) const {
     if (key.size() > kMaxKeyBytes) {
       throw Error(Errc::key_too_large, name() + ": a key of " + std::to_string(key.size()) +
                                            " bytes exceeds the limit of 65535 bytes");
@@ -615,10 +615,11 @@ class OffHeapStore {
                                              " bytes exceeds the limit of 4294967295 bytes");
     }
     const std::uint64_t bytes =
-        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value.size());
+        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value.size(), deadline);
     throw Error(Errc::value_too_large,
                 name() + ": a value of " + std::to_string(value.size()) + " bytes with a key of " +
-                    std::to_string(key.size()) + " bytes needs a record of " +
+                    std::to_string(key.size()) + " bytes" + (deadline ? " and a deadline" : "") +
+                    " needs a record of " +
                     std::to_string(bytes) + " bytes; the largest chunk holds " +
                     std::to_string(options_.max_chunk_bytes) + " (Options::max_chunk_bytes)");
   }
@@ -747,8 +748,11 @@ class OffHeapStore {
     const bool periodic = files_ && options_.durability == Durability::periodic;
     const auto interval = std::chrono::nanoseconds(options_.sync_interval);
     const bool quick = Shard::kEvicts || static_cast<bool>(options_.on_removal);
-    const auto idle = quick ? std::chrono::nanoseconds(std::chrono::milliseconds(1)) : interval;
-    const auto max_idle = quick ? std::min(interval, std::chrono::nanoseconds(std::chrono::milliseconds(16))) : interval;
+    // A store with neither (nor periodic syncs) has only deadlines to wait
+    // for, and writers wake the thread for those: it sleeps 10 s at a time.
+    const auto slow = periodic ? interval : std::chrono::nanoseconds(std::chrono::seconds(10));
+    const auto idle = quick ? std::chrono::nanoseconds(std::chrono::milliseconds(1)) : slow;
+    const auto max_idle = quick ? std::min(interval, std::chrono::nanoseconds(std::chrono::milliseconds(16))) : slow;
     maintenance_ = std::make_unique<detail::MaintenanceThread>(
         [this, periodic] {
           bool backlog = false, work = false;
@@ -757,8 +761,9 @@ class OffHeapStore {
           const std::uint64_t now = now_ms();
           for (Shard& s : shards_) {
             if (s.next_expiry() > now) continue;
-            const std::uint64_t n = s.expire(now, 256);
-            backlog = backlog || n == 256;
+            bool more = false;
+            const std::uint64_t n = s.expire(now, 256, &more);
+            backlog = backlog || more;  // (a sweep of stale entries under way: on at once)
             work = work || n != 0;
           }
           if constexpr (Shard::kEvicts) {
@@ -844,6 +849,12 @@ class OffHeapStore {
              typename Shard::Mode mode, std::string_view expected = {}, Ttl ttl = {}) {
     const std::uint64_t h = hash_(key);
     const std::uint64_t deadline = deadline_for(ttl);
+    // (check() sized the record without a deadline word: 8 bytes more now.)
+    if (deadline != 0 &&
+        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value.size(), true) >
+            options_.max_chunk_bytes) [[unlikely]] {
+      throw_too_large(key, value, true);
+    }
     const bool wrote = shards_.for_hash(h).write(key, h, value, type, mode, expected, deadline);
     // A deadline before the maintenance thread's planned wake-up wakes it
     // (seq_cst: see the thread's due()); the thread then plans again.

@@ -333,7 +333,7 @@ TEST_CASE("writes with TTLs, their reads and the timing wheel's expiries allocat
   offheap::Store store(o);
   // Warm-up: a first round of TTL'd writes, reads, expiries.
   for (std::size_t i = 0; i < kKeys; ++i) store.put(keys[i], value, std::chrono::milliseconds(1 + i % 1000));
-  clock.t += 1000;
+  clock.t += 1001;  // (a duration's deadline is 1 ms past it)
   store.maintain();
   REQUIRE(store.size() == 0);
   std::string out;
@@ -346,7 +346,7 @@ TEST_CASE("writes with TTLs, their reads and the timing wheel's expiries allocat
             }
             for (std::size_t i = 0; i < kKeys; i += 2) store.put(keys[i], value, std::chrono::hours(1));  // stale entries
             for (std::size_t i = 0; i < kKeys; ++i) hits += store.get(keys[i], out);
-            clock.t += 500;
+            clock.t += 501;
             store.maintain();  // half of the odd keys expire
             for (std::size_t i = 0; i < kKeys; ++i) hits += store.contains(keys[i]);
             clock.t += 3'600'000;

@@ -24,17 +24,28 @@
 namespace offheap::detail {
 
 template <class P>
-std::uint64_t Shard<P>::expire(std::uint64_t now, std::uint64_t max) {
+std::uint64_t Shard<P>::expire(std::uint64_t now, std::uint64_t max, bool* more) {
   const WriteLock guard(*this);
-  std::uint64_t n = 0;
+  std::uint64_t n = 0, looked = 0;
+  // Stale entries that fall due are dropped, within a bound too: writers
+  // wait for this lock.
+  const std::uint64_t max_looked = max > (~std::uint64_t{0} >> 4) ? ~std::uint64_t{0} : max * 16;
+  bool stopped = false;
   wheel_.advance(now, [&](const ExpiryWheel::Entry& e) {
+    if (looked++ == max_looked) {
+      stopped = true;
+      return false;  // the entry stays for the next call
+    }
     const Location loc = Location::from_raw(e.loc);
     // Current only while the record at the location is live with the
     // entry's stamp, whole, and its key's slot leads there (a rewrite or a
     // removal changed the stamp or the slot: the entry is stale, dropped).
     const Held r = held_record(loc, e.stamp, durable_);
     if (!r.found) return true;
-    if (n == max) return false;  // the entry stays for the next call
+    if (n == max) {
+      stopped = true;
+      return false;  // the entry stays for the next call
+    }
     std::byte* rec = journal_.at(loc);
     const record::Meta m = record::read_meta(rec);
     const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
@@ -54,7 +65,7 @@ std::uint64_t Shard<P>::expire(std::uint64_t now, std::uint64_t max) {
   });
   // Stale entries (records rewritten or removed before their deadline)
   // piling up: swept out a slice per call until a pass is done.
-  if (!sweeping_ && wheel_.size() > 2 * size() + 1024) sweeping_ = true;
+  if (!sweeping_ && wheel_.size() > 2 * size() + kSweepFloor) sweeping_ = true;
   if (sweeping_ && wheel_.sweep(kSweepSlice, [&](std::uint64_t loc, std::uint64_t stamp) {
         return !held_record(Location::from_raw(loc), stamp, false).found;
       })) {
@@ -62,6 +73,7 @@ std::uint64_t Shard<P>::expire(std::uint64_t now, std::uint64_t max) {
   }
   // seq_cst: see schedule_expiry().
   next_expiry_.store(sweeping_ ? now : wheel_.next_event(), std::memory_order_seq_cst);
+  if (more != nullptr) *more = stopped || sweeping_;
   return n;
 }
 
@@ -69,16 +81,25 @@ template <class P>
 void Shard<P>::rebuild_expiry() {
   const WriteLock guard(*this);
   wheel_.reset(now_ms());
-  index_.for_each_full([&](std::uint64_t, Location loc) {
-    // (A damaged record is left to the readers and writers that meet it.)
-    if (durable_ && (loc.chunk() >= journal_.chunks() || !intact(loc, journal_.at(loc)))) return;
-    const std::byte* rec = journal_.at(loc);
-    const record::Meta m = record::read_meta(rec);
-    const std::uint64_t deadline = record::deadline_of(rec, m, record::kHeaderBytes + m.capacity());
-    if (deadline == 0) return;
-    wheel_.reserve_one();  // may throw: the open fails
-    wheel_.schedule(deadline, loc.raw(), record::read_stamp(rec));
-  });
+  // A shard that never held a deadline (saved at a clean close, or found
+  // by recovery's scan) is not read at all.
+  if (had_deadlines_) {
+    index_.for_each_full([&](std::uint64_t, Location loc) {
+      if (loc.chunk() >= journal_.chunks() ||
+          loc.offset() + record::kMinRecord > journal_.chunk_size(loc.chunk())) {
+        return;  // damage: left to the readers and writers that meet it
+      }
+      const std::byte* rec = journal_.at(loc);
+      if ((load_relaxed(word_at(rec + 16)) >> 32) == 0) return;  // no deadline: nothing more to read
+      // (A damaged record is left to the readers and writers that meet it.)
+      if (durable_ && !intact(loc, rec)) return;
+      const record::Meta m = record::read_meta(rec);
+      const std::uint64_t deadline = record::deadline_of(rec, m, record::kHeaderBytes + m.capacity());
+      if (deadline == 0) return;
+      wheel_.reserve_one();  // may throw: the open fails
+      wheel_.schedule(deadline, loc.raw(), record::read_stamp(rec));
+    });
+  }
   next_expiry_.store(wheel_.next_event(), std::memory_order_seq_cst);
 }
 

@@ -94,6 +94,11 @@ inline constexpr std::uint64_t kRecordsHintOffset = 72;
 /// value is ignored (damage: the records stay).
 inline constexpr std::uint64_t kClearMarkOffset = 80;
 
+/// StateHeader::flags: the shard may hold records with deadlines (set by
+/// the first one written since the shard was created or cleared), so that
+/// a clean open of a store that never used expiry reads no record.
+inline constexpr std::uint32_t kStateDeadlines = 1;
+
 /// Shard s's state file, written at a clean close: this header at offset 0,
 /// the free-list table at free_table_offset, the index table (IndexTable and
 /// its slots, as mapped) at index_offset, both page-aligned.
@@ -122,7 +127,7 @@ struct StateHeader {
   std::uint64_t index_offset;
   std::uint64_t index_bytes;
   std::uint64_t body_hash;  // hash64 of the free-list table and the index table
-  std::uint32_t reserved;
+  std::uint32_t flags;      // kStateDeadlines: records with deadlines may exist
   std::uint32_t checksum;  // CRC32C of every byte before it
 };
 static_assert(sizeof(StateHeader) == 192);

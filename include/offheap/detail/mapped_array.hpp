@@ -23,8 +23,11 @@ class MappedArray {
  public:
   static constexpr std::uint64_t kSegmentBytes = 64 * 1024;
   static constexpr std::uint64_t kPerSegment = kSegmentBytes / sizeof(T);
-  /// Elements at most: 2^32 (the directory's address space is sized for it).
-  static constexpr std::uint64_t kMaxSegments = ((std::uint64_t{1} << 32) + kPerSegment - 1) / kPerSegment;
+  /// Elements at most: 2^32 - 1, so that a 32-bit element number always
+  /// leaves 0xFFFFFFFF free to mean "none" (the directory's address space
+  /// is sized for them).
+  static constexpr std::uint64_t kMaxElements = (std::uint64_t{1} << 32) - 1;
+  static constexpr std::uint64_t kMaxSegments = (kMaxElements + kPerSegment - 1) / kPerSegment;
 
   /// `store` and `what` name the array in an out_of_space error.
   MappedArray(const std::string& store, const char* what) : store_(store), what_(what) {}
@@ -45,10 +48,10 @@ class MappedArray {
   /// Makes the next push_back() map nothing, so that it cannot fail; throws
   /// Error(out_of_space), the array unchanged, if it cannot.
   void reserve_one() {
-    if (size_ < segments_ * kPerSegment) return;
-    if (segments_ == kMaxSegments) {
-      throw Error(Errc::out_of_space, store_ + ": " + what_ + " holds 2^32 entries, its most");
+    if (size_ >= kMaxElements) {
+      throw Error(Errc::out_of_space, store_ + ": " + what_ + " holds 2^32 - 1 entries, its most");
     }
+    if (size_ < segments_ * kPerSegment) return;
     if (dir_ == nullptr) dir_ = reinterpret_cast<T**>(map_anonymous(kDirBytes, store_, what_));
     dir_[segments_] = reinterpret_cast<T*>(map_anonymous(kSegmentBytes, store_, what_));
     ++segments_;

@@ -285,12 +285,21 @@ class alignas(64) Shard {
             if (leads_to(load_relaxed(slot), loc)) [[likely]] continue;
             goto slow;
           }
+          // Expired is decided on the clock read here, before the record's
+          // stamp, the slot and the generation are checked again: the
+          // record was the key's current one when its deadline had passed
+          // (a refresh meanwhile rewrote it in place, or moved the slot:
+          // the read starts over).
+          const bool gone = deadline != 0 && expired(deadline);
           if (!index_.unchanged_since(generation) || !leads_to(load_relaxed(slot), loc)) [[unlikely]] {
             goto slow;
           }
-          // The key's record, validated: expired is a miss (no other record
-          // of the key is in the index).
-          if (deadline != 0 && expired(deadline)) [[unlikely]] return false;
+          // The key's record, expired: a miss (no other record of the key
+          // is in the index).
+          if (gone) [[unlikely]] {
+            if (!record::validate(rec, s1) || !index_.unchanged_since(generation)) goto slow;
+            return false;
+          }
 #if defined(OFFHEAP_TESTING_READ_HOOK)
           testing_reader_before_hit(rec);
 #endif
@@ -381,17 +390,22 @@ class alignas(64) Shard {
     (void)deadline;
     return false;
 #else
-    return deadline <= now_ms();
+    return deadline_passed(clock_, deadline);
 #endif
   }
   /// Removes up to `max` records whose deadlines are at or before `now`
-  /// (RemovalCause::expired), and sweeps stale entries out of the wheel
-  /// when they pile up; returns how many records went. Takes the lock.
-  std::uint64_t expire(std::uint64_t now, std::uint64_t max);
+  /// (RemovalCause::expired), and sweeps a slice of stale entries out of
+  /// the wheel when they pile up; returns how many records went. `more`,
+  /// if given, says whether work is left (`max` reached, or a sweep under
+  /// way). Takes the lock.
+  std::uint64_t expire(std::uint64_t now, std::uint64_t max, bool* more = nullptr);
   /// After an open: schedules every record with a deadline. Takes the lock.
   void rebuild_expiry();
-  /// Wheel entries expire() looks at per call while it sweeps stale ones.
+  /// Wheel entries expire() looks at per call while it sweeps stale ones,
+  /// and the stale entries a shard may hold (beyond as many as it has
+  /// records) before a sweep begins.
   static constexpr std::uint64_t kSweepSlice = 4096;
+  static constexpr std::uint64_t kSweepFloor = 1024;
   /// The time (ms) of the wheel's next event, kept up to date by writers
   /// and expire() for the maintenance thread's sleep: it may be early,
   /// never late. Lock-free.
@@ -418,6 +432,7 @@ class alignas(64) Shard {
     policy_.clear();
     wheel_.reset(now_ms());
     next_expiry_.store(ExpiryWheel::kNever, std::memory_order_seq_cst);
+    had_deadlines_ = false;
     // The readers' buffered hits name records that are gone: a drain would
     // hand them to the emptied policy (W-TinyLFU would count their keys).
     if constexpr (kBufferedHits) hits_.discard();
@@ -759,8 +774,12 @@ class alignas(64) Shard {
   /// comes no later than it.
   void schedule_expiry(Location loc, std::uint64_t deadline) noexcept {
     wheel_.schedule(deadline, loc.raw(), record::read_stamp(journal_.at(loc)));
+    had_deadlines_ = true;
+    // Stale entries piling up (records rewritten before their deadlines):
+    // due now, so that the maintenance thread's next round sweeps.
+    if (wheel_.size() > 2 * size() + kSweepFloor) deadline = 1;
     // seq_cst: pairs with the maintenance thread's store of its wake-up
-    // time and its load of this (OffHeapStore::expiry_due): one of the two
+    // time and its load of this (OffHeapStore's due()): one of the two
     // sees the other's store.
     if (deadline < next_expiry_.load(std::memory_order_relaxed)) next_expiry_.store(deadline, std::memory_order_seq_cst);
   }
@@ -876,6 +895,8 @@ class alignas(64) Shard {
   std::uint64_t expirations_ = 0;  // records removed because their deadline passed
   bool sweeping_ = false;          // a sweep of stale wheel entries is under way
   bool tracks_expiry_;             // writable: the wheel holds every deadline (read-only: empty)
+  bool had_deadlines_ = false;     // a record with a deadline was written since the shard was
+                                   // created or cleared (saved: see format::kStateDeadlines)
 };
 
 }  // namespace offheap::detail

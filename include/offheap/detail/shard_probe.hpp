@@ -106,6 +106,9 @@ typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uin
     const std::uint64_t deadline = mine ? record::deadline_of(rec, m, avail) : 0;
     if (!record::validate(rec, s1)) continue;
     if (mine) {
+      // Expired, by the clock read before the slot and the generation are
+      // checked again (as in lookup()).
+      const bool gone = deadline != 0 && expired(deadline);
       // The record is the key's only while the slot still leads to it and
       // the index generation has not moved: a stale location may land
       // inside a newer record's bytes once its own record was freed and
@@ -123,7 +126,11 @@ typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uin
       }
       // The key's record, expired: absent (the probe goes on to a miss:
       // no other record of the key is in the index).
-      if (deadline != 0 && expired(deadline)) return Examined::other;
+      if (gone) {
+        if (!record::validate(rec, s1)) continue;  // rewritten since the clock read (as in lookup())
+        if (!index_.unchanged_since(generation)) return Examined::restart;
+        return Examined::other;
+      }
 #if defined(OFFHEAP_TESTING_READ_HOOK)
       testing_reader_before_hit(rec);
 #endif

@@ -45,9 +45,9 @@ bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view val
       return false;
     }
     const RemovalCause cause = gone ? RemovalCause::expired : RemovalCause::replaced;
-    ++(gone ? expirations_ : replaced_);
     int err = 0;
     if (kInPlace && !durable_ && !reports_on_ && need <= cap) {
+      ++(gone ? expirations_ : replaced_);
       rewrite_in_place(old, rec, cap, need, key, value, type, deadline);
       if constexpr (kEvicts) cache_replaced(before, f.slot, old, h);
       if (deadline != 0) schedule_expiry(old, deadline);
@@ -58,6 +58,7 @@ bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view val
         deferred_.reserve_one();  // may throw; nothing has changed yet
       }
       const Slot s = allocate(need);  // may throw; nothing has changed yet
+      ++(gone ? expirations_ : replaced_);
       write_record(s, key, value, type, record::State::live, deadline);
       index_.update(f.slot, s.loc);
       if constexpr (kEvicts) cache_replaced(before, f.slot, s.loc, h);

@@ -41,6 +41,7 @@ void Shard<P>::save_state(std::uint64_t generation) {
   h.live_bytes = live_bytes_;
   h.puts = puts_;
   h.removes = removes_;
+  h.flags = had_deadlines_ ? format::kStateDeadlines : 0;
   h.free_records = free_.total_records();
   h.free_bytes = free_.total_bytes();
   h.index_capacity = t->capacity();
@@ -175,6 +176,7 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   live_bytes_ = h.live_bytes;
   puts_ = h.puts;
   removes_ = h.removes;
+  had_deadlines_ = (h.flags & format::kStateDeadlines) != 0;
   return true;
 }
 

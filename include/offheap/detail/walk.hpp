@@ -65,13 +65,18 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
                        record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail;
     const std::uint64_t deadline = whole ? record::deadline_of(rec, m, avail) : 0;
     if (!record::validate(rec, s1)) continue;
+    const bool gone = deadline != 0 && expired(deadline);  // before the checks below (as in lookup())
     // The header belongs to the record the slot leads to only while the
     // generation stays and the slot still leads here; then, and only then,
     // may its lengths size the buffers.
     if (!index_.unchanged_since(generation)) continue;
     if (!leads_to(load_relaxed(slot), loc)) continue;  // the slot moved on
     if (!whole) return false;  // a slot leads to a record that is not live only in damage
-    if (deadline != 0 && expired(deadline)) return false;  // expired: absent
+    if (gone) {
+      // Expired, unless rewritten since the clock read (as in lookup()).
+      if (!record::validate(rec, s1) || !index_.unchanged_since(generation)) continue;
+      return false;
+    }
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     testing_reader_before_hit(rec);
 #endif

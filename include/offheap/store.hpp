@@ -40,6 +40,7 @@
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/record.hpp>
 #include <offheap/detail/shard.hpp>
+#include <offheap/detail/shard_set.hpp>
 #include <offheap/detail/store_files.hpp>
 #include <offheap/detail/thread_slots.hpp>
 #include <offheap/error.hpp>
@@ -553,43 +554,6 @@ class OffHeapStore {
     return detail::open_store_files(o, P::id, detail::default_shards());
   }
 
-  /// The shards, constructed in place in one block: a shard is a few pointers
-  /// away from the hash, with no extra indirection.
-  class Shards {
-   public:
-    Shards(std::uint32_t n, const detail::ShardConfig& c, const std::string& name,
-           const typename P::Hash& hash, detail::WalkGate& walks)
-        : n_(n),
-          shards_(static_cast<Shard*>(::operator new(sizeof(Shard) * n, std::align_val_t{64}))) {
-      std::uint32_t built = 0;
-      try {
-        for (; built < n; ++built) new (shards_ + built) Shard(c, built, name, hash, walks);
-      } catch (...) {
-        while (built > 0) shards_[--built].~Shard();
-        ::operator delete(shards_, std::align_val_t{64});
-        throw;
-      }
-    }
-    ~Shards() {
-      for (std::uint32_t i = n_; i > 0; --i) shards_[i - 1].~Shard();
-      ::operator delete(shards_, std::align_val_t{64});
-    }
-    Shards(const Shards&) = delete;
-    Shards& operator=(const Shards&) = delete;
-
-    /// Bits 24-55 of the hash pick the shard (the index uses the low bits
-    /// and bits 57-63), by multiply-shift: any shard count works.
-    Shard& for_hash(std::uint64_t h) const noexcept {
-      return shards_[((h >> 24) & 0xFFFFFFFFu) * n_ >> 32];
-    }
-    std::uint32_t size() const noexcept { return n_; }
-    Shard* begin() const noexcept { return shards_; }
-    Shard* end() const noexcept { return shards_ + n_; }
-
-   private:
-    std::uint32_t n_;
-    Shard* shards_;
-  };
 
   void check_key(std::string_view key) const {
     if (key.size() > kMaxKeyBytes) [[unlikely]] throw_too_large(key, {});
@@ -709,27 +673,7 @@ class OffHeapStore {
   /// Runs fn(shard number) for every shard on up to one thread per core.
   template <class F>
   void parallel_for_shards(F&& fn) {
-    const std::uint32_t n = shards_.size();
-    const std::uint32_t threads =
-        std::min<std::uint32_t>(n, std::max(1u, std::thread::hardware_concurrency()));
-    std::atomic<std::uint32_t> next{0};
-    std::exception_ptr error;
-    std::mutex error_mutex;
-    auto work = [&] {
-      for (std::uint32_t i; (i = next.fetch_add(1)) < n;) {
-        try {
-          fn(i);
-        } catch (...) {
-          std::lock_guard<std::mutex> g(error_mutex);
-          if (!error) error = std::current_exception();
-        }
-      }
-    };
-    std::vector<std::thread> pool;
-    for (std::uint32_t t = 1; t < threads; ++t) pool.emplace_back(work);
-    work();
-    for (std::thread& t : pool) t.join();
-    if (error) std::rethrow_exception(error);
+    detail::parallel_for(shards_.size(), fn);
   }
 
   /// The maintenance thread's rounds: evictions down to capacity (caches,
@@ -929,6 +873,7 @@ class OffHeapStore {
   typename P::Hash hash_;
   mutable detail::WalkGate walks_;  // for_each walks in progress
   detail::ReadCounters counters_;
+  using Shards = detail::ShardSet<Shard>;
   Shards shards_;
   std::mutex close_mutex_;  // held by close() through its syncs (see sync())
   std::atomic<std::int64_t> last_sync_{0};  // steady clock, ns; sync() may run on two threads

@@ -24,6 +24,19 @@
 namespace offheap::detail {
 
 template <class P>
+void Shard<P>::schedule_expiry(Location loc, std::uint64_t deadline) noexcept {
+  wheel_.schedule(deadline, loc.raw(), record::read_stamp(journal_.at(loc)));
+  had_deadlines_ = true;
+  // Stale entries piling up (records rewritten before their deadlines):
+  // due now, so that the maintenance thread's next round sweeps.
+  if (wheel_.size() > 2 * size() + kSweepFloor) deadline = 1;
+  // seq_cst: pairs with the maintenance thread's store of its wake-up
+  // time and its load of this (OffHeapStore's due()): one of the two
+  // sees the other's store.
+  if (deadline < next_expiry_.load(std::memory_order_relaxed)) next_expiry_.store(deadline, std::memory_order_seq_cst);
+}
+
+template <class P>
 std::uint64_t Shard<P>::expire(std::uint64_t now, std::uint64_t max, bool* more) {
   const WriteLock guard(*this);
   std::uint64_t n = 0, looked = 0;

@@ -46,6 +46,7 @@
 #include <offheap/detail/location.hpp>
 #include <offheap/detail/location_list.hpp>
 #include <offheap/detail/mapped_fifo.hpp>
+#include <offheap/detail/reader_support.hpp>
 #include <offheap/detail/record.hpp>
 #include <offheap/expiry.hpp>
 #include <offheap/policy.hpp>
@@ -66,65 +67,6 @@
 #include <vector>
 
 namespace offheap::detail {
-
-#if defined(OFFHEAP_TESTING_READ_HOOK)
-/// Test-only builds (tests/hooks/): a reader calls this after it loads a
-/// slot's location and before it reads the record the location leads to,
-/// so that a test can make writes at the moment a preempted reader would
-/// meet them. Never defined in a real build.
-inline void (*testing_after_slot_load)() = nullptr;
-inline void testing_reader_step() {
-  if (testing_after_slot_load != nullptr) testing_after_slot_load();
-}
-/// And this after the reader has checked the record's header, the slot and
-/// the generation, right before it reads the value (`rec`: the record).
-inline void (*testing_before_hit)(const std::byte* rec) = nullptr;
-inline void testing_reader_before_hit(const std::byte* rec) {
-  if (testing_before_hit != nullptr) testing_before_hit(rec);
-}
-#endif
-
-#if defined(OFFHEAP_TESTING_POLICY_HOOK)
-/// Test-only builds (tests/hooks/policy_audit_test.cpp): a cache asks this
-/// before it tells its policy of an insert ("admit") or a removal
-/// ("forget"); true plants an inconsistency by skipping the call, which
-/// verify() must then report. Never defined in a real build.
-inline bool (*testing_policy_skips)(const char* call) = nullptr;
-inline bool testing_skip_policy(const char* call) {
-  return testing_policy_skips != nullptr && testing_policy_skips(call);
-}
-#endif
-
-/// Spins briefly, then yields, while a reader waits out a writer.
-class Backoff {
- public:
-  /// Rounds after which a reader takes the writer lock for one read.
-  static constexpr unsigned kPatience = 256;
-
-  void pause() noexcept {
-    if (++rounds_ < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    } else {
-      std::this_thread::yield();
-    }
-  }
-  bool exhausted() const noexcept { return rounds_ >= kPatience; }
-  /// Far past any writer's time inside a record (200 ms, or a million
-  /// rounds): only a damaged file shows a record that stays odd this long.
-  /// Reads the clock only past the first rounds.
-  bool hopeless() noexcept {
-    if (rounds_ < 1024) return false;
-    const auto now = std::chrono::steady_clock::now();
-    if (since_ == std::chrono::steady_clock::time_point{}) since_ = now;
-    return rounds_ >= (1u << 20) || now - since_ >= std::chrono::milliseconds(200);
-  }
-
- private:
-  unsigned rounds_ = 0;
-  std::chrono::steady_clock::time_point since_{};
-};
 
 struct ShardConfig {
   JournalConfig journal;
@@ -416,38 +358,7 @@ class alignas(64) Shard {
   /// and the journal's pages go back to the OS (anonymous chunks read as
   /// zeros, which no stamp accepts; file-backed ones are zeroed). Chunks
   /// stay mapped, so readers inside need no grace period for them.
-  void clear() noexcept {
-    // After a report() in progress: its batch's records are read and freed.
-    const std::lock_guard<std::mutex> reporting(report_mutex_);
-    const WriteLock guard(*this);
-    // Removals waiting for their report go unreported (their records are
-    // dropped with the rest).
-    unreported_ += reports_.size();
-    reports_.clear();
-    retired_records_ = 0;
-    retired_bytes_ = 0;
-    // A fresh table (the old one retired, as after growth), or emptied in
-    // place; either way the generation moves: readers inside restart.
-    index_.clear(walks_);  // the old table retired, or emptied in place
-    policy_.clear();
-    wheel_.reset(now_ms());
-    next_expiry_.store(ExpiryWheel::kNever, std::memory_order_seq_cst);
-    had_deadlines_ = false;
-    // The readers' buffered hits name records that are gone: a drain would
-    // hand them to the emptied policy (W-TinyLFU would count their keys).
-    if constexpr (kBufferedHits) hits_.discard();
-    // every_write: each step on disk before the next (see reset()).
-    if (const int err = journal_.reset(sync_each_ || defer_frees_)) note_sync_error(err);  // writes refused: see reset()
-    free_.clear();
-    deferred_dropped_ += deferred_.size();
-    deferred_.drop_front(deferred_.size());
-    dead_dropped_ += dead_.size();
-    dead_.drop_front(dead_.size());
-    if (durable_) journal_.set_records_hint(0);
-    records_.store(0, std::memory_order_relaxed);
-    key_value_bytes_ = 0;
-    live_bytes_ = 0;
-  }
+  void clear() noexcept;
 
   /// Drops the pages of replaced index tables once no walk is in progress,
   /// and drains the readers' hits. Returns whether a reader dropped a hit
@@ -771,18 +682,8 @@ class alignas(64) Shard {
   }
   /// A record just written with `deadline` (not 0) at `loc`: the wheel
   /// learns it (room reserved), and the maintenance thread's next wake-up
-  /// comes no later than it.
-  void schedule_expiry(Location loc, std::uint64_t deadline) noexcept {
-    wheel_.schedule(deadline, loc.raw(), record::read_stamp(journal_.at(loc)));
-    had_deadlines_ = true;
-    // Stale entries piling up (records rewritten before their deadlines):
-    // due now, so that the maintenance thread's next round sweeps.
-    if (wheel_.size() > 2 * size() + kSweepFloor) deadline = 1;
-    // seq_cst: pairs with the maintenance thread's store of its wake-up
-    // time and its load of this (OffHeapStore's due()): one of the two
-    // sees the other's store.
-    if (deadline < next_expiry_.load(std::memory_order_relaxed)) next_expiry_.store(deadline, std::memory_order_seq_cst);
-  }
+  /// comes no later than it (expiry_shard.hpp).
+  void schedule_expiry(Location loc, std::uint64_t deadline) noexcept;
 
   static JournalConfig journal_config(const ShardConfig& c, std::uint32_t number) noexcept {
     JournalConfig j = c.journal;

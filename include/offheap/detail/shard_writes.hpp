@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // A shard's writes, under its writer lock: write() (upsert, insert,
-// replace, compare-and-replace) and erase(), and the removal they share
+// replace, compare-and-replace), erase() and clear(), and the removal they share
 // (remove_at, with the dead marker removal_marker() makes room for).
 // Every path makes room for what it may need (the policy's node, a list
 // entry, a record) before it changes anything, so a failure leaves the
@@ -201,6 +201,40 @@ int Shard<P>::remove_at(std::uint64_t slot, Location loc, std::byte* rec, const 
   if (sync_each_ && !reports_on_) err = journal_.sync_range(loc, record::kHeaderBytes);
   if (err != 0) note_sync_error(err);
   return err;
+}
+
+template <class P>
+void Shard<P>::clear() noexcept {
+  // After a report() in progress: its batch's records are read and freed.
+  const std::lock_guard<std::mutex> reporting(report_mutex_);
+  const WriteLock guard(*this);
+  // Removals waiting for their report go unreported (their records are
+  // dropped with the rest).
+  unreported_ += reports_.size();
+  reports_.clear();
+  retired_records_ = 0;
+  retired_bytes_ = 0;
+  // A fresh table (the old one retired, as after growth), or emptied in
+  // place; either way the generation moves: readers inside restart.
+  index_.clear(walks_);  // the old table retired, or emptied in place
+  policy_.clear();
+  wheel_.reset(now_ms());
+  next_expiry_.store(ExpiryWheel::kNever, std::memory_order_seq_cst);
+  had_deadlines_ = false;
+  // The readers' buffered hits name records that are gone: a drain would
+  // hand them to the emptied policy (W-TinyLFU would count their keys).
+  if constexpr (kBufferedHits) hits_.discard();
+  // every_write: each step on disk before the next (see reset()).
+  if (const int err = journal_.reset(sync_each_ || defer_frees_)) note_sync_error(err);  // writes refused: see reset()
+  free_.clear();
+  deferred_dropped_ += deferred_.size();
+  deferred_.drop_front(deferred_.size());
+  dead_dropped_ += dead_.size();
+  dead_.drop_front(dead_.size());
+  if (durable_) journal_.set_records_hint(0);
+  records_.store(0, std::memory_order_relaxed);
+  key_value_bytes_ = 0;
+  live_bytes_ = 0;
 }
 
 }  // namespace offheap::detail

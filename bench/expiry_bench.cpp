@@ -23,13 +23,22 @@
 //    Mops/s; the expirations per second the TTL store saw are printed
 //    beside them.
 //
-// Output: the configuration, then both tables in markdown.
+// 3. Memory back to the OS (--rss_mib, default 1024): an anonymous store
+//    (background maintenance on) filled with 8 KiB values, cleared,
+//    refilled, emptied key by key; the process's resident memory
+//    (/proc/self/statm) after each step, and how long it took (from the
+//    step's start) to fall back to within 2% of what the fill added
+//    (polled every millisecond, up to 2 s).
+//
+// Output: the configuration, then the tables in markdown.
 #include "cli.hpp"
 #include "platform.hpp"
 #include "w1.hpp"
 #include "workload.hpp"
 
 #include <offheap/offheap.hpp>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -38,6 +47,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -202,21 +212,83 @@ double slice(W1Subject& s, Op op, double ms, std::uint64_t& pos) {
   return static_cast<double>(done.load()) / secs / 1e6;
 }
 
+// ---- 3. memory back to the OS --------------------------------------------------------
+
+std::uint64_t rss_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+/// Polls the RSS every millisecond until it is at most `limit` (up to 2 s);
+/// returns the seconds it took (2 if it never got there).
+double wait_rss(std::uint64_t limit) {
+  const auto t = Clock::now();
+  while (rss_bytes() > limit && seconds_since(t) < 2.0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return seconds_since(t);
+}
+
+void rss_table(std::uint64_t mib) {
+  const std::string value(8192, 'v');
+  const std::uint64_t n = (mib << 20) / value.size();
+  offheap::Options o;
+  o.expected_entries = n;
+  offheap::Store s(o);
+  const auto key = [](std::uint64_t i) { return "key-" + std::to_string(i); };
+  std::printf("| step | seconds | RSS after, MiB | back within 2%% of the fill, ms |\n|---|---:|---:|---:|\n");
+  const auto row = [](const char* step, double secs, std::uint64_t rss, double to_floor) {
+    if (to_floor < 0) {
+      std::printf("| %s | %.3f | %.1f | |\n", step, secs, static_cast<double>(rss) / (1 << 20));
+    } else {
+      std::printf("| %s | %.3f | %.1f | %.1f |\n", step, secs, static_cast<double>(rss) / (1 << 20), to_floor * 1e3);
+    }
+    std::fflush(stdout);
+  };
+  const std::uint64_t start = rss_bytes();
+  row("start", 0, start, -1);
+  auto t = Clock::now();
+  for (std::uint64_t i = 0; i < n; ++i) s.put(key(i), value);
+  const std::uint64_t peak = rss_bytes();
+  row("fill", seconds_since(t), peak, -1);
+  t = Clock::now();
+  s.clear();
+  const double clear_secs = seconds_since(t);
+  // Back to within 2% of what the store added (the process held `start`
+  // before: the earlier sections' inputs).
+  const std::uint64_t floor = start + (peak - start) / 50;
+  row("clear", clear_secs, rss_bytes(), wait_rss(floor) + clear_secs);
+  t = Clock::now();
+  for (std::uint64_t i = 0; i < n; ++i) s.put(key(i), value);
+  row("refill", seconds_since(t), rss_bytes(), -1);
+  t = Clock::now();
+  for (std::uint64_t i = 0; i < n; ++i) s.remove(key(i));
+  const double remove_secs = seconds_since(t);
+  const double settle = wait_rss(floor) + remove_secs;
+  row("remove every key", remove_secs, rss_bytes(), settle);
+  const offheap::Stats st = s.stats();
+  std::printf("\nPeak %.1f MiB; released while running: %.1f MiB (stats().released_bytes).\n",
+              static_cast<double>(peak) / (1 << 20), static_cast<double>(st.released_bytes) / (1 << 20));
+}
+
 }  // namespace
 }  // namespace offheap_bench
 
 int main(int argc, char** argv) {
   using namespace offheap_bench;
   std::vector<double> scales_d{1e6};
-  std::uint64_t slices = 15, slice_ms = 200, reps = 0;
+  std::uint64_t slices = 15, slice_ms = 200, reps = 0, rss_mib = 1024, warmup_s = 15;
   const auto usage = [](const char* self) {
-    std::printf("usage: %s [--scales=1000000,10000000] [--reps=N] [--slices=15] [--slice_ms=200]\n", self);
+    std::printf("usage: %s [--scales=1000000,10000000] [--reps=N] [--slices=15] [--slice_ms=200] "
+                "[--warmup_s=15] [--rss_mib=1024]\n", self);
   };
   const bool ok = parse_flags(argc, argv, +usage, [&](const Flag& f) {
     if (const char* v = f.value("--scales=")) return parse_doubles(v, scales_d) || f.fail("a list of entry counts");
     if (const char* v = f.value("--slices=")) return parse_u64(v, slices) || f.fail("a number");
     if (const char* v = f.value("--slice_ms=")) return parse_u64(v, slice_ms) || f.fail("a number");
     if (const char* v = f.value("--reps=")) return parse_u64(v, reps) || f.fail("a number");
+    if (const char* v = f.value("--rss_mib=")) return parse_u64(v, rss_mib) || f.fail("a number");
+    if (const char* v = f.value("--warmup_s=")) return parse_u64(v, warmup_s) || f.fail("a number");
     return f.unknown();
   });
   if (!ok) return 2;
@@ -253,6 +325,9 @@ int main(int argc, char** argv) {
               " ms per cell, the stores alternating; Mops/s medians.\n\n",
               slices, slice_ms);
   W1Subject plain(false), ttl(true);
+  // The TTL store reaches its steady state first (entries written at the
+  // start live 5-15 s): a tenth of them expiring each second.
+  std::this_thread::sleep_for(std::chrono::seconds(warmup_s));
   const auto start = Clock::now();
   const std::uint64_t expired_before = ttl.store.stats().expirations;
   std::printf("| W1 | plain store | store with TTLs | ratio |\n|---|---:|---:|---:|\n");
@@ -278,5 +353,9 @@ int main(int argc, char** argv) {
               static_cast<double>(st.expirations - expired_before) / secs, secs,
               100.0 * static_cast<double>(st.expirations - expired_before) / secs / static_cast<double>(kW1Entries),
               st.records, st.expiry_entries);
+
+  std::printf("\n## Memory back to the OS\n\nAn anonymous store, background maintenance on, %" PRIu64
+              " MiB of 8 KiB values; the process's RSS.\n\n", rss_mib);
+  rss_table(rss_mib);
   return 0;
 }

@@ -61,6 +61,11 @@ struct Stats {
   std::uint64_t mapped_bytes = 0;   ///< everything mapped: chunks, index, free-list
                                     ///< tables, counters
   std::uint64_t chunks = 0;
+  /// Bytes of pages handed back to the OS while the store ran (inside free
+  /// records and past the journal's tail; clear()'s are not counted): they
+  /// stay mapped (in mapped_bytes) but cost no memory until written again.
+  std::uint64_t released_bytes = 0;
+  std::uint64_t release_pending = 0;  ///< free records queued to give their pages back
 
   // Index.
   std::uint64_t index_capacity = 0;  ///< slots

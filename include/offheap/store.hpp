@@ -304,7 +304,10 @@ class OffHeapStore {
     check_writable();
     check_key(key);
     const std::uint64_t h = hash_(key);
-    return shards_.for_hash(h).erase(key, h, nullptr);
+    Shard& s = shards_.for_hash(h);
+    const bool removed = s.erase(key, h, nullptr);
+    nudge(s);
+    return removed;
   }
 
   /// Effects: removes key only if its value equals expected.
@@ -313,7 +316,10 @@ class OffHeapStore {
     check_writable();
     check_key(key);
     const std::uint64_t h = hash_(key);
-    return shards_.for_hash(h).erase(key, h, &expected);
+    Shard& s = shards_.for_hash(h);
+    const bool removed = s.erase(key, h, &expected);
+    nudge(s);
+    return removed;
   }
 
   /// Requires: T has no padding (PaddingFreeValue, value_type.hpp: integers,
@@ -367,6 +373,9 @@ class OffHeapStore {
     for (Shard& s : shards_) s.maintain();
     if (!options_.background_maintenance && (!files_ || (!files_->read_only && !files_->closed.load()))) {
       report_all();
+    }
+    if (!files_ || (!files_->read_only && !files_->closed.load())) {
+      for (Shard& s : shards_) s.release_pages(~std::uint64_t{0});
     }
     if (files_ && !options_.background_maintenance &&
         options_.durability == Durability::periodic && !files_->closed.load() &&
@@ -704,7 +713,7 @@ class OffHeapStore {
           // wheel has something due).
           const std::uint64_t now = now_ms();
           for (Shard& s : shards_) {
-            if (s.next_expiry() > now) continue;
+            if (s.next_due() > now) continue;
             bool more = false;
             const std::uint64_t n = s.expire(now, 256, &more);
             backlog = backlog || more;  // (a sweep of stale entries under way: on at once)
@@ -728,6 +737,13 @@ class OffHeapStore {
               backlog = backlog || n == Shard::kReportBatch;
               work = work || n != 0;
             }
+          }
+          // Freed pages back to the OS (the frees above queued theirs).
+          for (Shard& s : shards_) {
+            if (s.next_due() > now) continue;
+            bool more = false;
+            if (s.release_pages(kReleaseSlice, &more) != 0) work = true;
+            backlog = backlog || more;
           }
           if (periodic &&
               now_ns() - last_sync_.load(std::memory_order_relaxed) >=
@@ -755,7 +771,7 @@ class OffHeapStore {
           const std::uint64_t planned = now + static_cast<std::uint64_t>(due / 1000000);
           wake_at_.store(planned, std::memory_order_seq_cst);
           std::uint64_t next = detail::ExpiryWheel::kNever;
-          for (const Shard& s : shards_) next = std::min(next, s.next_expiry());
+          for (const Shard& s : shards_) next = std::min(next, s.next_due());
           if (next < planned) {
             wake_at_.store(next, std::memory_order_seq_cst);
             due = next <= now ? 0 : static_cast<std::int64_t>(next - now) * 1000000;
@@ -799,15 +815,24 @@ class OffHeapStore {
             options_.max_chunk_bytes) [[unlikely]] {
       throw_too_large(key, value, true);
     }
-    const bool wrote = shards_.for_hash(h).write(key, h, value, type, mode, expected, deadline);
-    // A deadline before the maintenance thread's planned wake-up wakes it
-    // (seq_cst: see the thread's due()); the thread then plans again.
-    if (deadline != 0 && wrote && maintenance_ && deadline < wake_at_.load(std::memory_order_seq_cst)) [[unlikely]] {
+    Shard& s = shards_.for_hash(h);
+    const bool wrote = s.write(key, h, value, type, mode, expected, deadline);
+    nudge(s);
+    return wrote;
+  }
+
+  /// After a write to `s`: if the shard now wants a maintenance round
+  /// before the thread's planned wake-up (a deadline, freed pages, stale
+  /// wheel entries), wakes the thread (seq_cst: see the thread's due();
+  /// the thread then plans again).
+  void nudge(const Shard& s) noexcept {
+    if (maintenance_ && s.next_due() < wake_at_.load(std::memory_order_seq_cst)) [[unlikely]] {
       wake_at_.store(0, std::memory_order_relaxed);  // one wake-up is enough until it plans again
       maintenance_->wake();
     }
-    return wrote;
   }
+  /// The most bytes of pages a maintenance round hands back per shard.
+  static constexpr std::uint64_t kReleaseSlice = std::uint64_t{64} << 20;
 
   /// The store's time: ms since the Unix epoch (Options::clock).
   std::uint64_t now_ms() const noexcept {

@@ -33,7 +33,7 @@ void Shard<P>::schedule_expiry(Location loc, std::uint64_t deadline) noexcept {
   // seq_cst: pairs with the maintenance thread's store of its wake-up
   // time and its load of this (OffHeapStore's due()): one of the two
   // sees the other's store.
-  if (deadline < next_expiry_.load(std::memory_order_relaxed)) next_expiry_.store(deadline, std::memory_order_seq_cst);
+  if (deadline < next_due_.load(std::memory_order_relaxed)) next_due_.store(deadline, std::memory_order_seq_cst);
 }
 
 template <class P>
@@ -84,8 +84,7 @@ std::uint64_t Shard<P>::expire(std::uint64_t now, std::uint64_t max, bool* more)
       })) {
     sweeping_ = false;
   }
-  // seq_cst: see schedule_expiry().
-  next_expiry_.store(sweeping_ ? now : wheel_.next_event(), std::memory_order_seq_cst);
+  plan_next_round(now);
   if (more != nullptr) *more = stopped || sweeping_;
   return n;
 }
@@ -113,7 +112,7 @@ void Shard<P>::rebuild_expiry() {
       wheel_.schedule(deadline, loc.raw(), record::read_stamp(rec));
     });
   }
-  next_expiry_.store(wheel_.next_event(), std::memory_order_seq_cst);
+  plan_next_round(now_ms());
 }
 
 /// verify()'s part for expiry (under the lock): every live record with a

@@ -40,6 +40,7 @@
 #include <offheap/detail/record.hpp>
 #include <offheap/error.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -126,6 +127,7 @@ class Journal {
     if (tail_chunk_ < chunks_ && chunk_size(tail_chunk_) - tail_offset_ >= bytes) {
       const Location loc = Location::make(tail_chunk_, tail_offset_);
       tail_offset_ += bytes;
+      if (tail_offset_ > tail_high_) tail_high_ = tail_offset_;
       used_bytes_ += bytes;
       return loc;  // the caller writes the record, then publish_tail()
     }
@@ -140,6 +142,9 @@ class Journal {
     for (std::uint32_t c = first_kept; c < target; ++c) give_back(c, 0, on_leftover);
     tail_chunk_ = target;
     tail_offset_ = bytes;
+    // The chunk appended into may have been written before (kept by
+    // reset() and reused): its whole size may be resident.
+    tail_high_ = chunk_size(target);
     used_bytes_ += bytes;
     return Location::make(target, 0);  // the caller writes the record, then publish_tail()
   }
@@ -212,6 +217,7 @@ class Journal {
     // tail.) Set first: the steps below may return early (a failed msync).
     tail_chunk_ = files() && chunks_ != 0 ? 0 : chunks_;
     tail_offset_ = 0;
+    tail_high_ = 0;  // every chunk's pages go back below
     used_bytes_ = 0;
     if (files()) {
       if (chunks_ != 0) {
@@ -273,6 +279,23 @@ class Journal {
   const FileBacking* files() const noexcept { return config_.files; }
   std::uint32_t tail_chunk() const noexcept { return tail_chunk_; }
   std::uint64_t tail_offset() const noexcept { return tail_offset_; }
+  /// How far past the tail the tail chunk may still be resident (records
+  /// freed there moved the tail back): up to tail_high().
+  std::uint64_t tail_high() const noexcept { return tail_high_; }
+
+  /// Hands the tail chunk's whole pages past the tail back to the OS (they
+  /// read as zeros, or a file's bytes: past the tail, nothing is read but
+  /// through locations the index generation has already turned away).
+  /// Returns the bytes handed back.
+  std::uint64_t release_past_tail() noexcept {
+    if (tail_chunk_ >= chunks_ || tail_high_ <= tail_offset_) return 0;
+    const std::uint64_t page = page_size();
+    const std::uint64_t from = round_up(tail_offset_, page);
+    const std::uint64_t to = std::min(round_up(tail_high_, page), chunk_size(tail_chunk_));
+    tail_high_ = tail_offset_;
+    if (to <= from || !discard_pages(chunk_base(tail_chunk_) + from, to - from)) return 0;
+    return to - from;
+  }
 
   // ---- file-backed journals -------------------------------------------------
 
@@ -391,6 +414,7 @@ class Journal {
   void set_tail(std::uint32_t c, std::uint64_t offset, std::uint64_t used) noexcept {
     tail_chunk_ = c;
     tail_offset_ = offset;
+    tail_high_ = offset;
     used_bytes_ = used;
   }
 
@@ -553,6 +577,7 @@ class Journal {
   std::uint32_t chunks_ = 0;
   std::uint32_t tail_chunk_ = 0;  // == chunks_: no tail yet
   std::uint64_t tail_offset_ = 0;
+  std::uint64_t tail_high_ = 0;   // the tail chunk may be resident up to here (past the tail)
   std::uint64_t mapped_bytes_ = 0;
   std::uint64_t used_bytes_ = 0;
   std::uint32_t dirty_lo_ = ~0u;  // chunks written since the last sync: [lo, hi)

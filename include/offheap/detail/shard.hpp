@@ -168,7 +168,7 @@ class alignas(64) Shard {
         deferred_(name), dead_(name), reports_on_(config.report_removals),
         reports_(name, "the removal listener's queue"), policy_(name),
         count_hits_(kEvicts && !(config.journal.files != nullptr && config.journal.files->read_only)),
-        hits_(name), clock_(config.clock), wheel_(name, now_ms()),
+        hits_(name), clock_(config.clock), wheel_(name, now_ms()), freed_(name, "the freed-pages queue"),
         tracks_expiry_(!(config.journal.files != nullptr && config.journal.files->read_only)) {}
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
@@ -348,10 +348,20 @@ class alignas(64) Shard {
   /// records) before a sweep begins.
   static constexpr std::uint64_t kSweepSlice = 4096;
   static constexpr std::uint64_t kSweepFloor = 1024;
-  /// The time (ms) of the wheel's next event, kept up to date by writers
-  /// and expire() for the maintenance thread's sleep: it may be early,
-  /// never late. Lock-free.
-  std::uint64_t next_expiry() const noexcept { return next_expiry_.load(std::memory_order_seq_cst); }
+  /// When (ms, the store's clock) this shard next wants a maintenance
+  /// round: the wheel's next event, or now (1) while stale entries are
+  /// swept or freed pages wait to go back to the OS. Kept up to date by
+  /// writers and the rounds for the maintenance thread's sleep: it may be
+  /// early, never late. Lock-free.
+  std::uint64_t next_due() const noexcept { return next_due_.load(std::memory_order_seq_cst); }
+
+  // ---- memory back to the OS (page_release.hpp) -------------------------------
+
+  /// Hands the whole pages inside free records (queued as they were
+  /// freed) and past the journal's tail back to the OS, up to about
+  /// `max_bytes`; returns the bytes handed back. `more`: candidates are
+  /// left. Takes the lock.
+  std::uint64_t release_pages(std::uint64_t max_bytes, bool* more = nullptr);
 
   /// Drops every record. The index is replaced by an empty table (the old
   /// one retired as after growth; emptied in place if no memory is left),
@@ -661,6 +671,18 @@ class alignas(64) Shard {
                        std::uint64_t stamp) noexcept;
   void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
   void release_huge(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
+  // page_release.hpp
+  void note_freed(Location loc, std::uint64_t stamp, std::uint64_t cap) noexcept;
+  void want_round() noexcept {
+    // seq_cst: as in schedule_expiry(), against the maintenance thread's
+    // plan (OffHeapStore's due()).
+    if (next_due_.load(std::memory_order_relaxed) > 1) next_due_.store(1, std::memory_order_seq_cst);
+  }
+  /// next_due_ after a round: the wheel's next event, or now while work is left.
+  void plan_next_round(std::uint64_t now) noexcept {
+    const bool busy = sweeping_ || !freed_.empty() || journal_.tail_high() > journal_.tail_offset();
+    next_due_.store(busy ? now : wheel_.next_event(), std::memory_order_seq_cst);
+  }
   void retract_over_free(Location loc, std::byte* rec) noexcept;
 
   /// Writes key -> value into a slot allocate() returned, with its checksum
@@ -792,8 +814,16 @@ class alignas(64) Shard {
   // Expiry (expiry_shard.hpp).
   const Clock* clock_;
   ExpiryWheel wheel_;
-  std::atomic<std::uint64_t> next_expiry_{ExpiryWheel::kNever};  // see next_expiry()
+  std::atomic<std::uint64_t> next_due_{ExpiryWheel::kNever};  // see next_due()
   std::uint64_t expirations_ = 0;  // records removed because their deadline passed
+  // Memory back to the OS (page_release.hpp).
+  struct Freed {
+    std::uint64_t loc;
+    std::uint64_t stamp;
+  };
+  MappedFifo<Freed> freed_;            // free records with whole pages inside, oldest first
+  std::uint64_t released_bytes_ = 0;   // handed back to the OS so far
+  std::uint64_t freed_dropped_ = 0;    // candidates not queued (no room: their pages stay)
   bool sweeping_ = false;          // a sweep of stale wheel entries is under way
   bool tracks_expiry_;             // writable: the wheel holds every deadline (read-only: empty)
   bool had_deadlines_ = false;     // a record with a deadline was written since the shard was
@@ -818,3 +848,4 @@ class alignas(64) Shard {
 #include <offheap/detail/removal_reports.hpp>
 #include <offheap/detail/shard_stats.hpp>
 #include <offheap/detail/expiry_shard.hpp>
+#include <offheap/detail/page_release.hpp>

@@ -28,7 +28,9 @@ void Shard<P>::add_stats(Stats& s) const {
   s.records += records_.load(std::memory_order_relaxed);
   s.expirations += expirations_;
   s.expiry_entries += wheel_.size();
-  s.mapped_bytes += wheel_.mapped_bytes();
+  s.mapped_bytes += wheel_.mapped_bytes() + freed_.mapped_bytes();
+  s.released_bytes += released_bytes_;
+  s.release_pending += freed_.size();
   s.key_value_bytes += key_value_bytes_;
   s.live_bytes += live_bytes_;
   s.free_records += free_.total_records();

@@ -219,7 +219,8 @@ void Shard<P>::clear() noexcept {
   index_.clear(walks_);  // the old table retired, or emptied in place
   policy_.clear();
   wheel_.reset(now_ms());
-  next_expiry_.store(ExpiryWheel::kNever, std::memory_order_seq_cst);
+  next_due_.store(ExpiryWheel::kNever, std::memory_order_seq_cst);
+  freed_.clear();  // (reset() below hands every chunk's pages back)
   had_deadlines_ = false;
   // The readers' buffered hits name records that are gone: a drain would
   // hand them to the emptied policy (W-TinyLFU would count their keys).

@@ -75,6 +75,7 @@ void Shard<P>::push_free_range(Location l, std::byte* r, std::uint64_t bytes, bo
     std::uint64_t piece = std::min(bytes, record::kHeaderBytes + record::kMaxFreeCapacity);
     if (bytes - piece != 0 && bytes - piece < record::kMinRecord) piece -= record::kMinRecord;
     free_.push(r, l, piece - record::kHeaderBytes, stamp, prev_free);
+    note_freed(l, stamp, piece - record::kHeaderBytes);
     prev_free = true;
     l = Location::make(l.chunk(), l.offset() + piece);
     r += piece;
@@ -147,8 +148,10 @@ void Shard<P>::release(Location loc, std::byte* rec, std::uint64_t cap, bool pre
     if (prev_free) retract_over_free(loc, rec);
     return;
   }
-  free_.push(rec, loc, cap, next_stamp(), prev_free);
+  const std::uint64_t stamp = next_stamp();
+  free_.push(rec, loc, cap, stamp, prev_free);
   if (std::byte* next = journal_.record_after(loc, kHeader + cap)) record::set_prev_free(next, true);
+  note_freed(loc, stamp, cap);  // its whole pages may go back to the OS
 }
 
 /// release() of a record whose payload passes what a free record's 32-bit

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -129,4 +130,56 @@ TEST_CASE("Pages of free records go back as they are freed; the records around t
     CHECK(out == other);
   }
   CHECK(s.verify().empty());
+}
+
+TEST_CASE("A value shaped like a merged-away free record's header does not get its pages handed back", "[memory]") {
+  // A free record N is queued to give its pages back, then merged into the
+  // free record before it: N's old header stays inside the merged space. A
+  // record written there whose value repeats N's stamp and free header
+  // (anyone may write such bytes) must not pass for N: the pages of the
+  // records written after it, inside N's old extent, stay theirs.
+  offheap::Options o;
+  o.shards = 1;
+  o.background_maintenance = false;
+  o.min_chunk_bytes = 1 << 20;
+  offheap::Store s(o);
+  s.put("a", std::string(100, 'a'));    // [0, 128)
+  s.put("n", std::string(20000, 'n'));  // [128, 20160)
+  s.put("z", "z");
+  s.remove("n");  // free: stamp 8 on the slot, then 10 as pushed (a fresh shard's stamps go up by 2)
+  s.remove("a");  // merges N into the free record at 0
+  const std::uint64_t stamp = 10, capacity = 20008;
+  const std::uint64_t meta = capacity | (std::uint64_t{2} << 48);  // state free
+  std::string forged(200, 'c');
+  // c's value starts at 24 (header) + 1 (key): N started at 128.
+  std::memcpy(&forged[128 - 25], &stamp, 8);
+  std::memcpy(&forged[128 - 25 + 8], &meta, 8);
+  s.put("c", forged);
+  const std::string victim(10000, 'V');
+  s.put("v", victim);  // inside N's old extent
+  s.maintain();
+  std::string out;
+  REQUIRE(s.get("v", out));
+  CHECK(out == victim);
+  REQUIRE(s.get("c", out));
+  CHECK(out == forged);
+  CHECK(s.verify().empty());
+}
+
+TEST_CASE("Freeing the records at the tail hands the pages past it back without other work", "[memory][rss]") {
+  offheap::Options o;
+  o.shards = 1;
+  offheap::Store s(o);  // background maintenance on
+  const std::string big(std::size_t{64} << 20, 'x');  // (resident before the base is taken)
+  const std::uint64_t base = rss_bytes();
+  s.put("big", big);
+  const std::uint64_t peak = rss_bytes();
+  REQUIRE(peak >= base + (std::uint64_t{60} << 20));
+  REQUIRE(s.remove("big"));  // its record ended at the tail: the tail moves back over it
+  double seconds = 0;
+  const std::uint64_t limit = base + (peak - base) / 50;
+  const std::uint64_t after = settle(limit, seconds);
+  INFO("base " << base << ", peak " << peak << ", after " << after);
+  if (!offheap_test::kThreadSanitized) CHECK(after <= limit);
+  CHECK(s.stats().released_bytes >= (std::uint64_t{60} << 20));
 }

@@ -64,8 +64,11 @@ struct Stats {
   /// Bytes of pages handed back to the OS while the store ran (inside free
   /// records and past the journal's tail; clear()'s are not counted): they
   /// stay mapped (in mapped_bytes) but cost no memory until written again.
+  /// A free record merged into a larger one is handed back again with it,
+  /// and counted again.
   std::uint64_t released_bytes = 0;
   std::uint64_t release_pending = 0;  ///< free records queued to give their pages back
+  std::uint64_t release_dropped = 0;  ///< queued ones dropped (the queue full: no rounds ran)
 
   // Index.
   std::uint64_t index_capacity = 0;  ///< slots

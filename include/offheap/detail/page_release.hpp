@@ -6,9 +6,11 @@
 //
 //   release() / push_free_range() ──note_freed()──> freed_ (mapped FIFO of
 //        (under the writer lock)                    location + stamp)
-//   release_pages(): pops; a record still free with that stamp gives back
-//        its pages between its links and its footer (both stay: the free
-//        lists and the merges still read them), then the tail's.
+//   release_pages(): pops; a record still free with that stamp and token
+//        gives back its pages between its links and token and its footer
+//        (they stay: the free lists and the merges still read them), in
+//        slices, then the tail's; only while the shard's free records hold
+//        an eighth of its journal or more.
 //
 // Addresses stay mapped: a reader holding an old location reads zeros (an
 // anonymous chunk; no stamp check accepts 0) or the file's bytes (a
@@ -22,18 +24,32 @@
 
 #include <offheap/detail/shard.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace offheap::detail {
 
 template <class P>
 void Shard<P>::note_freed(Location loc, std::uint64_t stamp, std::uint64_t cap) noexcept {
-  // Only a free record with a whole page between its links (the first 16
-  // payload bytes) and its footer (the last 8): at least two pages of
-  // payload covers every alignment.
+  // Only a free record with a whole page between its links and token (the
+  // first 24 payload bytes) and its footer (the last 8): at least two pages
+  // of payload covers every alignment.
   if (cap < 2 * page_size()) return;
+  // A token only this shard can make, in the record's third payload word
+  // (a free record's payload is never read by readers): release_pages()
+  // trusts a queued location only if it still holds it. A stamp and a free
+  // header alone could be a value's bytes, once the record was merged away
+  // and its start covered by a record whose value is shaped like them;
+  // anything laid over the token word rewrites it, and no value can know it.
+  store_relaxed(record::payload_words(journal_.at(loc)) + 2, freed_token(stamp));
   try {
-    freed_.push_back(Freed{loc.raw(), stamp});
+    if (freed_.size() >= kFreedQueueMost) {
+      // No rounds have run for long (background_maintenance off and no
+      // maintain()): the oldest, most likely merged away since, go.
+      freed_.pop_front();
+      ++freed_dropped_;
+    }
+    freed_.push_back(Freed{loc.raw(), stamp, 0});
   } catch (...) {
     ++freed_dropped_;  // no room for the queue: these pages stay until the record is freed again
     return;
@@ -46,27 +62,51 @@ std::uint64_t Shard<P>::release_pages(std::uint64_t max_bytes, bool* more) {
   const WriteLock guard(*this);
   const std::uint64_t page = page_size();
   std::uint64_t released = 0;
-  while (!freed_.empty() && released < max_bytes) {
-    const Freed f = freed_.front();
+  // Hysteresis: a shard whose free records hold under an eighth of its
+  // journal keeps their pages for the writes that will fill them (a cache
+  // at its capacity frees and refills as fast: handing its pages back and
+  // faulting them in again would cost time and save no memory). The queue
+  // waits, bounded, its entries checked when they are looked at.
+  const bool worth = free_.total_bytes() * 8 >= journal_.used_bytes();
+  while (worth && !freed_.empty() && released < max_bytes) {
+    Freed f = freed_.front();
     freed_.pop_front();
     const Location loc = Location::from_raw(f.loc);
     std::uint64_t avail = 0;
     std::byte* rec = const_cast<std::byte*>(journal_.resolve(loc, record::kMinRecord, avail));
-    // Still the free record that was queued: same stamp (a merge, a split
-    // or a reuse since drew a new one; the new record was queued then).
+    // Still the free record that was queued: its stamp, a free header that
+    // its list vouches for (sound: inside the records, its class, its
+    // footer), and the token no value can hold. A merge, a split or a reuse
+    // since drew a new stamp (the new free record was queued then).
     if (rec == nullptr || record::read_stamp(rec) != f.stamp) continue;
     const record::Meta m = record::read_meta(rec);
-    if (m.state() != record::State::free || record::kHeaderBytes + m.value_len > avail) continue;
-    const auto start = reinterpret_cast<std::uintptr_t>(rec);
-    const std::uint64_t from = round_up(start + record::kHeaderBytes + record::kMinPayload, page);
-    const std::uint64_t to = (start + record::kHeaderBytes + m.value_len - 8) / page * page;
+    if (m.state() != record::State::free || !FreeLists::valid_capacity(m.value_len) ||
+        record::kHeaderBytes + m.value_len > avail || m.value_len < 2 * page ||
+        !free_.sound(loc, FreeLists::class_of(m.value_len)) ||
+        load_relaxed(record::payload_words(rec) + 2) != freed_token(f.stamp)) {
+      continue;
+    }
+    const auto start = reinterpret_cast<std::uintptr_t>(rec) + record::kHeaderBytes;
+    std::uint64_t from = round_up(start + std::max<std::uint64_t>(24, f.done), page);
+    const std::uint64_t to = (start + m.value_len - 8) / page * page;
     if (to <= from) continue;
-    if (discard_pages(reinterpret_cast<void*>(from), to - from)) released += to - from;
+    // In slices: writers to this shard wait for the lock meanwhile.
+    const std::uint64_t slice = std::min(to - from, std::max<std::uint64_t>(max_bytes - released, page));
+    if (discard_pages(reinterpret_cast<void*>(from), slice)) released += slice;
+    from += slice;
+    if (from < to) {
+      f.done = from - start;
+      try {
+        freed_.push_back(f);  // the rest, next time (a segment freed by the pop above: no mapping)
+      } catch (...) {
+        ++freed_dropped_;
+      }
+    }
   }
   released += journal_.release_past_tail();
   released_bytes_ += released;
   plan_next_round(now_ms());
-  if (more != nullptr) *more = !freed_.empty();
+  if (more != nullptr) *more = worth && !freed_.empty();
   return released;
 }
 

@@ -40,12 +40,14 @@
 #include <offheap/detail/file.hpp>
 #include <offheap/detail/format.hpp>
 #include <offheap/detail/free_lists.hpp>
+#include <offheap/detail/hash.hpp>
 #include <offheap/detail/hit_buffers.hpp>
 #include <offheap/detail/index.hpp>
 #include <offheap/detail/journal.hpp>
 #include <offheap/detail/location.hpp>
 #include <offheap/detail/location_list.hpp>
 #include <offheap/detail/mapped_fifo.hpp>
+#include <offheap/detail/os.hpp>
 #include <offheap/detail/reader_support.hpp>
 #include <offheap/detail/record.hpp>
 #include <offheap/expiry.hpp>
@@ -332,7 +334,11 @@ class alignas(64) Shard {
     (void)deadline;
     return false;
 #else
-    return deadline_passed(clock_, deadline);
+    const bool passed = deadline_passed(clock_, deadline);
+    // The clock's loads come before the reader's checks that follow (the
+    // slot, the generation, the stamp), on weakly ordered CPUs too.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return passed;
 #endif
   }
   /// Removes up to `max` records whose deadlines are at or before `now`
@@ -673,6 +679,9 @@ class alignas(64) Shard {
   void release_huge(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
   // page_release.hpp
   void note_freed(Location loc, std::uint64_t stamp, std::uint64_t cap) noexcept;
+  /// The word a queued free record holds at payload byte 16 (see
+  /// note_freed()).
+  std::uint64_t freed_token(std::uint64_t stamp) const noexcept { return mix64(stamp ^ token_secret_); }
   void want_round() noexcept {
     // seq_cst: as in schedule_expiry(), against the maintenance thread's
     // plan (OffHeapStore's due()).
@@ -680,7 +689,8 @@ class alignas(64) Shard {
   }
   /// next_due_ after a round: the wheel's next event, or now while work is left.
   void plan_next_round(std::uint64_t now) noexcept {
-    const bool busy = sweeping_ || !freed_.empty() || journal_.tail_high() > journal_.tail_offset();
+    const bool busy = sweeping_ || journal_.tail_high() > journal_.tail_offset() ||
+                      (!freed_.empty() && free_.total_bytes() * 8 >= journal_.used_bytes());
     next_due_.store(busy ? now : wheel_.next_event(), std::memory_order_seq_cst);
   }
   void retract_over_free(Location loc, std::byte* rec) noexcept;
@@ -820,10 +830,13 @@ class alignas(64) Shard {
   struct Freed {
     std::uint64_t loc;
     std::uint64_t stamp;
+    std::uint64_t done;  // payload bytes from which release_pages() goes on (a record cut in slices)
   };
+  static constexpr std::uint64_t kFreedQueueMost = 65536;  // entries (1.5 MiB): then the oldest go
   MappedFifo<Freed> freed_;            // free records with whole pages inside, oldest first
   std::uint64_t released_bytes_ = 0;   // handed back to the OS so far
-  std::uint64_t freed_dropped_ = 0;    // candidates not queued (no room: their pages stay)
+  std::uint64_t freed_dropped_ = 0;    // candidates dropped (queue full, or no room for it)
+  std::uint64_t token_secret_ = random_u64();  // see note_freed()
   bool sweeping_ = false;          // a sweep of stale wheel entries is under way
   bool tracks_expiry_;             // writable: the wheel holds every deadline (read-only: empty)
   bool had_deadlines_ = false;     // a record with a deadline was written since the shard was

@@ -31,6 +31,7 @@ void Shard<P>::add_stats(Stats& s) const {
   s.mapped_bytes += wheel_.mapped_bytes() + freed_.mapped_bytes();
   s.released_bytes += released_bytes_;
   s.release_pending += freed_.size();
+  s.release_dropped += freed_dropped_;
   s.key_value_bytes += key_value_bytes_;
   s.live_bytes += live_bytes_;
   s.free_records += free_.total_records();

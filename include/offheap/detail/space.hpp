@@ -146,6 +146,8 @@ void Shard<P>::release(Location loc, std::byte* rec, std::uint64_t cap, bool pre
     // Beyond the tail now; still stamped afresh for readers holding it.
     record::write_free(rec, next_stamp(), cap, Location::none(), Location::none(), prev_free);
     if (prev_free) retract_over_free(loc, rec);
+    // Pages past the tail may go back to the OS (page_release.hpp).
+    if (journal_.tail_high() >= journal_.tail_offset() + page_size()) want_round();
     return;
   }
   const std::uint64_t stamp = next_stamp();
@@ -165,6 +167,7 @@ void Shard<P>::release_huge(Location loc, std::byte* rec, std::uint64_t cap, boo
     record::write_free(rec, next_stamp(), record::kMaxFreeCapacity, Location::none(),
                        Location::none(), prev_free);
     if (prev_free) retract_over_free(loc, rec);
+    if (journal_.tail_high() >= journal_.tail_offset() + page_size()) want_round();
     return;
   }
   push_free_range(loc, rec, kHeader + cap, prev_free, next_stamp());

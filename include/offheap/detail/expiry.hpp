@@ -94,7 +94,7 @@ class ExpiryWheel {
       Node& x = nodes_[n];
       x.loc = loc;
       x.stamp = stamp;
-      x.deadline = deadline;
+      x.deadline = deadline & kMaxDeadline;  // (clamped above)
       link(n, where);
     }
     ++size_;
@@ -134,7 +134,7 @@ class ExpiryWheel {
           Node& x = nodes_[n];
           x.loc = e.loc;
           x.stamp = e.stamp;
-          x.deadline = e.deadline;
+          x.deadline = e.deadline & kMaxDeadline;  // (heap entries were clamped by schedule())
           link(n, place_of(e.deadline));
         }
       } else if (where >= kSlots) {
@@ -256,7 +256,7 @@ class ExpiryWheel {
 
   void link(std::uint32_t n, unsigned slot) noexcept {
     Node& x = nodes_[n];
-    x.slot = slot;
+    x.slot = static_cast<std::uint16_t>(slot);
     x.prev = kNone;
     x.next = heads_[slot];
     if (x.next != kNone) nodes_[x.next].prev = n;

@@ -108,48 +108,13 @@ class alignas(64) Shard {
       return Location::from_raw(w);
     }
   }
-  /// A reader's hit on a cache whose policy counts reads in the slot's
-  /// low 2 bits (S3Fifo): raised while below 3, so a hot record's reads
-  /// write nothing. One compare-and-swap against the word the reader
-  /// validated: if a writer changed the slot meanwhile it fails and the
-  /// count is lost, nothing else (the word is never a value byte; a
-  /// replaced table's dropped page reads 0 and is never written, as the
-  /// load before the swap sees).
-  static void raise_frequency(const std::uint64_t* slot, std::uint64_t seen) noexcept {
-    if ((seen & 3) == 3) return;
-    auto* w = const_cast<std::uint64_t*>(slot);
-    if (load_relaxed(w) != seen) return;
-    // Relaxed: a count, ordered with nothing; writers read it under the lock.
-    std::atomic_ref<std::uint64_t>(*w).compare_exchange_strong(seen, seen + 1, std::memory_order_relaxed);
-  }
-  /// A reader's hit (Lru, WTinyLfu) goes to its ring. With a maintenance
-  /// thread (which drains the rings every round) a hit that finds the ring
-  /// full is dropped: the drain's work stays off the read path.
-  [[gnu::always_inline]] void record_hit(Location loc, std::uint64_t stamp, std::uint64_t h) const {
-    if (count_hits_ && !hits_.record(loc.raw(), stamp, h, readers_drain_)) [[unlikely]] {
-      drain_full_ring(loc, stamp, h);
-    }
-  }
-  /// Without a maintenance thread, a reader whose ring is full drains the
-  /// shard's rings if the writer lock is free at once (never waits), then
-  /// records the hit; else drops it. (A reader holding the lock finds
-  /// try_lock refused: the hit drops.)
-  [[gnu::noinline, gnu::cold]] void drain_full_ring(Location loc, std::uint64_t stamp, std::uint64_t h) const {
-    if constexpr (requires { lock_.try_lock(); }) {
-      if (starving_readers_.load(std::memory_order_relaxed) != 0 || !lock_.try_lock()) {
-        hits_.note_dropped();
-        return;
-      }
-      std::atomic_thread_fence(std::memory_order_release);  // as WriteLock's
-      const_cast<Shard*>(this)->drain_hits();
-      lock_.unlock();
-      hits_.record(loc.raw(), stamp, h, false);
-    } else {
-      // A lock without try_lock (NullLock: a reader cannot tell whether the
-      // one writer is inside): the hit drops, counted.
-      hits_.note_dropped();
-    }
-  }
+  /// A reader's hit on a cache (cache_shard.hpp): S3Fifo's frequency bits
+  /// in the slot, raised while below 3 with one compare-and-swap; Lru's and
+  /// WTinyLfu's to the reader's ring (drained by the maintenance thread, or
+  /// by a reader that finds its ring full and the lock free).
+  static void raise_frequency(const std::uint64_t* slot, std::uint64_t seen) noexcept;
+  [[gnu::always_inline]] void record_hit(Location loc, std::uint64_t stamp, std::uint64_t h) const;
+  [[gnu::noinline, gnu::cold]] void drain_full_ring(Location loc, std::uint64_t stamp, std::uint64_t h) const;
   /// Whether a slot's word leads to `loc` (a real location).
   static bool leads_to(std::uint64_t w, Location loc) noexcept {
     if constexpr (kSlotBits) {

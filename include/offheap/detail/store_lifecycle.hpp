@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+// OffHeapStore's life cycle, defined out of the class: the open of a
+// file-backed store's shards (a clean open maps the saved state, any other
+// rebuilds from the records; deadlines and cache policies learned again)
+// and the maintenance thread's rounds.
+#pragma once
+
+#include <offheap/store.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace offheap {
+
+template <Policy P>
+void OffHeapStore<P>::open_shards() {
+  const auto start = std::chrono::steady_clock::now();
+  detail::StoreFiles& f = *files_;
+  for (std::uint32_t i = 0; i < shards_.size(); ++i) {
+    shards_.begin()[i].journal().attach(f.chunk_counts[i], name());
+  }
+  const bool clean = f.meta.clean == 1 && !f.created;
+  std::vector<std::uint8_t> rebuilt(shards_.size(), 0);
+  std::vector<std::uint64_t> superseded(shards_.size(), 0);
+  const bool writable = !f.read_only;
+  parallel_for_shards([&](std::uint32_t i) {
+    Shard& s = shards_.begin()[i];
+    std::string why;
+    if (clean && s.load_state(f.meta.generation, why)) return;
+    const typename Shard::Recovery r = s.recover(writable);
+    rebuilt[i] = 1;
+    superseded[i] = r.superseded;
+  });
+  for (std::uint32_t i = 0; i < shards_.size(); ++i) {
+    rebuilt_ = rebuilt_ || (rebuilt[i] != 0 && !f.created);
+    superseded_ += superseded[i];
+  }
+  if constexpr (Shard::kEvicts) {
+    if (writable) parallel_for_shards([&](std::uint32_t i) { shards_.begin()[i].rebuild_policy(); });
+  }
+  if (writable) {
+    // Not clean from here on, durably, before the first write.
+    f.meta.generation += 1;
+    f.meta.clean = 0;
+    detail::write_meta(f, name());
+    for (std::uint32_t i = 0; i < shards_.size(); ++i) {
+      ::unlinkat(f.dir.get(), detail::format::state_file_name(i).c_str(), 0);
+    }
+    // Deadlines are kept in the records: the wheels learn them again, and
+    // what expired while the store was closed leaves now (reported to the
+    // listener, if any, by the first maintenance round).
+    const std::uint64_t now = now_ms();
+    parallel_for_shards([&](std::uint32_t i) {
+      Shard& s = shards_.begin()[i];
+      s.rebuild_expiry();
+      s.expire(now, ~std::uint64_t{0});
+    });
+  }
+  last_sync_.store(now_ns(), std::memory_order_relaxed);
+  open_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+template <Policy P>
+void OffHeapStore<P>::start_maintenance() {
+  const bool periodic = files_ && options_.durability == Durability::periodic;
+  const auto interval = std::chrono::nanoseconds(options_.sync_interval);
+  const bool quick = Shard::kEvicts || static_cast<bool>(options_.on_removal);
+  // A store with neither (nor periodic syncs) has only deadlines to wait
+  // for, and writers wake the thread for those: it sleeps 10 s at a time.
+  const auto slow = periodic ? interval : std::chrono::nanoseconds(std::chrono::seconds(10));
+  const auto idle = quick ? std::chrono::nanoseconds(std::chrono::milliseconds(1)) : slow;
+  const auto max_idle = quick ? std::min(interval, std::chrono::nanoseconds(std::chrono::milliseconds(16))) : slow;
+  maintenance_ = std::make_unique<detail::MaintenanceThread>(
+      [this, periodic] {
+        bool backlog = false, work = false;
+        // Records whose deadline passed (a shard is locked only when its
+        // wheel has something due).
+        const std::uint64_t now = now_ms();
+        for (Shard& s : shards_) {
+          if (s.next_due() > now) continue;
+          bool more = false;
+          const std::uint64_t n = s.expire(now, 256, &more);
+          backlog = backlog || more;  // (a sweep of stale entries under way: on at once)
+          work = work || n != 0;
+        }
+        if constexpr (Shard::kEvicts) {
+          for (Shard& s : shards_) {
+            const std::uint64_t n = s.evict_to_capacity(256);
+            backlog = backlog || n == 256;
+            work = work || n != 0;
+          }
+        }
+        for (Shard& s : shards_) {
+          // Readers dropped hits on full rings: work, so that the next
+          // drain comes after `idle`, not after a backed-off sleep.
+          if (s.maintain()) work = true;
+        }
+        if (options_.on_removal) {
+          for (Shard& s : shards_) {
+            const std::uint64_t n = s.report(options_.on_removal, Shard::kReportBatch, this);
+            backlog = backlog || n == Shard::kReportBatch;
+            work = work || n != 0;
+          }
+        }
+        // Freed pages back to the OS (the frees above queued theirs).
+        for (Shard& s : shards_) {
+          if (s.next_due() > now) continue;
+          bool more = false;
+          if (s.release_pages(kReleaseSlice, &more) != 0) work = true;
+          backlog = backlog || more;
+        }
+        if (periodic &&
+            now_ns() - last_sync_.load(std::memory_order_relaxed) >=
+                std::chrono::duration_cast<std::chrono::nanoseconds>(options_.sync_interval).count()) {
+          sync_shards();  // a failure is also noted in files_->sync_error
+          work = true;
+        }
+        return backlog ? detail::RoundFound::backlog : work ? detail::RoundFound::work : detail::RoundFound::nothing;
+      },
+      [this, periodic, interval, max_idle]() -> std::int64_t {
+        // The time left to the next periodic sync (none: a day) or the
+        // wheels' next event, whichever comes first.
+        std::int64_t due = std::int64_t{86400} * 1000000000;
+        if (periodic && !files_->closed.load(std::memory_order_relaxed)) {
+          const std::int64_t since = now_ns() - last_sync_.load(std::memory_order_relaxed);
+          due = std::max<std::int64_t>(0, interval.count() - since);
+        }
+        due = std::min<std::int64_t>(due, max_idle.count());
+        // The planned wake-up goes out before the shards' next events
+        // are read (seq_cst, as schedule_expiry()'s store and the
+        // writer's load of wake_at_ in write()): a writer that schedules
+        // an earlier deadline meanwhile either is seen here or sees a
+        // wake-up later than its deadline, and wakes the thread.
+        const std::uint64_t now = now_ms();
+        const std::uint64_t planned = now + static_cast<std::uint64_t>(due / 1000000);
+        wake_at_.store(planned, std::memory_order_seq_cst);
+        std::uint64_t next = detail::ExpiryWheel::kNever;
+        for (const Shard& s : shards_) next = std::min(next, s.next_due());
+        if (next < planned) {
+          wake_at_.store(next, std::memory_order_seq_cst);
+          due = next <= now ? 0 : static_cast<std::int64_t>(next - now) * 1000000;
+        }
+        return due;
+      },
+      idle, max_idle);
+}
+
+}  // namespace offheap

@@ -53,9 +53,10 @@ inline std::uint64_t default_now_ms() noexcept {
 /// The default clock as the kernel's coarse monotonic clock says it, which
 /// is the monotonic clock as of the last timer tick: never ahead of
 /// default_now_ms(), behind it by up to a tick (1-10 ms), and cheap to read
-/// (a few nanoseconds, no time-stamp counter: reading the precise clock
-/// costs 25 ns on bare metal and far more in some virtual machines, where
-/// the counter read traps, and it stalls the reads around it).
+/// (a few nanoseconds, no time-stamp counter; the precise clock's counter
+/// read costs from tens of nanoseconds to far more in some virtual
+/// machines, 170 ns where this was measured, and holds back the reads
+/// around it).
 inline std::uint64_t coarse_now_ms() noexcept {
 #if defined(CLOCK_MONOTONIC_COARSE)
   timespec ts{};
@@ -71,7 +72,7 @@ inline std::uint64_t coarse_now_ms() noexcept {
 /// deadline this far or further away has passed (it has not, unless the
 /// kernel's tick stalled for as long), and read the precise clock only for
 /// deadlines closer than that.
-inline constexpr std::uint64_t kCoarseMarginMs = 1000;
+inline constexpr std::uint64_t kCoarseMarginMs = 200;
 
 /// Whether `deadline` (not 0) has passed on `clock` (null: the default).
 inline bool deadline_passed(const Clock* clock, std::uint64_t deadline) noexcept {

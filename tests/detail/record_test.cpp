@@ -196,3 +196,35 @@ TEST_CASE("the prev-free bit flips without touching the stamp or other fields", 
   record::set_prev_free(a.at(0), false);
   CHECK_FALSE(record::read_meta(a.at(0)).prev_free());
 }
+
+TEST_CASE("a deadline lies after the value, inside the capacity, and the checksum covers it", "[record][expiry]") {
+  Area a(256);
+  std::byte* rec = a.at(0);
+  const Location loc = Location::make(0, 0);
+  // key 3 + value 6 = 9 bytes: the deadline word at payload byte 16.
+  CHECK(record::deadline_offset(3, 6) == 16);
+  CHECK(record::payload_for(3, 6, true) == 24);
+  CHECK(record::payload_for(0, 0, true) == 16);  // the minimum payload holds it
+  CHECK(record::payload_for(8, 8, true) == 24);
+  const std::uint64_t deadline = 1'800'000'000'123;
+  const record::Meta m0{6, 3, record::Meta::make_flags(record::State::live, 1, false, 0), 0};
+  const std::uint32_t crc = record::checksum_of(7, 42, m0.encode(), loc, "key", "value!", deadline);
+  record::write_live(rec, 42, "key", "value!", 0, 24, false, 0, crc, record::State::live, deadline);
+  const record::Meta m = record::read_meta(rec);
+  CHECK(m.slack_words() == 1);  // the deadline word counts as slack beyond payload_for(key, value)
+  CHECK(m.capacity() == 24);
+  CHECK(record::deadline_of(rec, m, 256) == deadline);
+  CHECK(record::checksum_in_place(7, rec, loc, 42, m.encode(), 256) == crc);
+  // Without a deadline, the same bytes check differently (the flag is in the sum).
+  CHECK(record::checksum_of(7, 42, m0.encode(), loc, "key", "value!") != crc);
+  // A deadline word outside the chunk or the record, or an unknown flag: damage.
+  CHECK(record::deadline_of(rec, m, 24 + 16) == 1);
+  CHECK(record::checksum_in_place(7, rec, loc, 42, m.encode(), 24 + 16) != crc);
+  std::uint64_t* w2 = reinterpret_cast<std::uint64_t*>(rec + 16);
+  *w2 = (*w2 & 0xFFFFFFFFu) | (std::uint64_t{2} << 32);
+  CHECK(record::deadline_of(rec, m, 256) == 1);
+  CHECK(record::checksum_in_place(7, rec, loc, 42, m.encode(), 256) != crc);
+  // A record without one reads 0.
+  record::write_live(rec, 44, "key", "value!", 0, 16, false);
+  CHECK(record::deadline_of(rec, record::read_meta(rec), 256) == 0);
+}

@@ -234,7 +234,7 @@ inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view
 /// (Anonymous stores only: no checksum.)
 inline void rewrite_value(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
                           std::string_view value, std::uint8_t type, std::uint64_t capacity,
-                          std::uint64_t deadline) noexcept {
+                          std::uint64_t deadline = 0) noexcept {
   const Meta old = Meta::decode(load_relaxed(word_at(rec + 8)));
   write_live(rec, new_stamp, key, value, type, capacity, old.prev_free(), old.policy_bits(), 0,
              State::live, deadline);

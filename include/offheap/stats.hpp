@@ -68,7 +68,8 @@ struct Stats {
   /// and counted again.
   std::uint64_t released_bytes = 0;
   std::uint64_t release_pending = 0;  ///< free records queued to give their pages back
-  std::uint64_t release_dropped = 0;  ///< queued ones dropped (the queue full: no rounds ran)
+  std::uint64_t release_dropped = 0;  ///< queued ones dropped (the queue full: no rounds ran;
+                                      ///< or the free space fell under an eighth of the journal)
 
   // Index.
   std::uint64_t index_capacity = 0;  ///< slots

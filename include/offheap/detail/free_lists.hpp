@@ -256,6 +256,24 @@ class FreeLists {
     return true;
   }
 
+  /// Calls fn(Location, capacity) for the free records of every class that
+  /// may hold a capacity of `min_capacity` or more, following sound links
+  /// only (a damaged list is walked up to its first unsound record).
+  template <class F>
+  void for_each_at_least(std::uint64_t min_capacity, F&& fn) const {
+    for (unsigned c = 0; c < kClasses; ++c) {
+      if (c + 1 < kClasses && class_min_capacity(c + 1) <= min_capacity) continue;
+      Location loc = Location::from_raw(heads()[c]);
+      for (std::uint64_t n = records()[c]; n != 0 && !loc.is_none() && sound(loc, c); --n) {
+        const std::byte* rec = journal_.at(loc);
+        const std::uint64_t cap = record::read_meta(rec).value_len;
+        const Location next = record::free_next(rec);
+        if (cap >= min_capacity) fn(loc, cap);
+        loc = next;
+      }
+    }
+  }
+
   /// Lists found damaged and dropped (free records a file said were there).
   std::uint64_t damaged() const noexcept { return damaged_.load(std::memory_order_relaxed); }
   std::uint64_t total_records() const noexcept { return total_records_; }

@@ -35,6 +35,25 @@ void Shard<P>::note_freed(Location loc, std::uint64_t stamp, std::uint64_t cap) 
   // first 24 payload bytes) and its footer (the last 8): at least two pages
   // of payload covers every alignment.
   if (cap < 2 * page_size()) return;
+  // Hysteresis: a shard whose free records hold under an eighth of its
+  // journal keeps their pages for the writes that will fill them (a cache
+  // at its capacity frees and refills as fast: handing its pages back and
+  // faulting them in again would cost time and save no memory). Once they
+  // hold more, the next round queues every large free record (a scan of
+  // the large classes' lists), and frees are queued as they come.
+  if (!worth_releasing()) return;
+  if (!releasing_) {
+    want_round();
+    return;
+  }
+  queue_freed(loc, stamp);
+}
+
+/// Queues the free record at `loc` (stamped `stamp`) for release_pages(),
+/// with the token that vouches for it there. Never fails: a queue that
+/// cannot grow drops its oldest entry, or this one.
+template <class P>
+void Shard<P>::queue_freed(Location loc, std::uint64_t stamp) noexcept {
   // A token only this shard can make, in the record's third payload word
   // (a free record's payload is never read by readers): release_pages()
   // trusts a queued location only if it still holds it. A stamp and a free
@@ -62,13 +81,20 @@ std::uint64_t Shard<P>::release_pages(std::uint64_t max_bytes, bool* more) {
   const WriteLock guard(*this);
   const std::uint64_t page = page_size();
   std::uint64_t released = 0;
-  // Hysteresis: a shard whose free records hold under an eighth of its
-  // journal keeps their pages for the writes that will fill them (a cache
-  // at its capacity frees and refills as fast: handing its pages back and
-  // faulting them in again would cost time and save no memory). The queue
-  // waits, bounded, its entries checked when they are looked at.
-  const bool worth = free_.total_bytes() * 8 >= journal_.used_bytes();
-  while (worth && !freed_.empty() && released < max_bytes) {
+  if (!worth_releasing()) {
+    // The free space fell under an eighth of the journal since these were
+    // queued (see note_freed()): they are kept for the writes to come.
+    releasing_ = false;
+    freed_dropped_ += freed_.size();
+    freed_.clear();
+  } else if (!releasing_) {
+    // It passed an eighth: every large free record goes on the queue.
+    releasing_ = true;
+    free_.for_each_at_least(2 * page, [&](Location loc, std::uint64_t) {
+      queue_freed(loc, record::read_stamp(journal_.at(loc)));
+    });
+  }
+  while (!freed_.empty() && released < max_bytes) {
     Freed f = freed_.front();
     freed_.pop_front();
     const Location loc = Location::from_raw(f.loc);
@@ -106,7 +132,7 @@ std::uint64_t Shard<P>::release_pages(std::uint64_t max_bytes, bool* more) {
   released += journal_.release_past_tail();
   released_bytes_ += released;
   plan_next_round(now_ms());
-  if (more != nullptr) *more = worth && !freed_.empty();
+  if (more != nullptr) *more = !freed_.empty();
   return released;
 }
 

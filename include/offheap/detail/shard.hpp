@@ -644,9 +644,13 @@ class alignas(64) Shard {
   void release_huge(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
   // page_release.hpp
   void note_freed(Location loc, std::uint64_t stamp, std::uint64_t cap) noexcept;
+  void queue_freed(Location loc, std::uint64_t stamp) noexcept;
   /// The word a queued free record holds at payload byte 16 (see
   /// note_freed()).
   std::uint64_t freed_token(std::uint64_t stamp) const noexcept { return mix64(stamp ^ token_secret_); }
+  /// Whether the free records hold an eighth of the journal or more: only
+  /// then do their pages go back to the OS (page_release.hpp).
+  bool worth_releasing() const noexcept { return free_.total_bytes() * 8 >= journal_.used_bytes(); }
   void want_round() noexcept {
     // seq_cst: as in schedule_expiry(), against the maintenance thread's
     // plan (OffHeapStore's due()).
@@ -654,8 +658,8 @@ class alignas(64) Shard {
   }
   /// next_due_ after a round: the wheel's next event, or now while work is left.
   void plan_next_round(std::uint64_t now) noexcept {
-    const bool busy = sweeping_ || journal_.tail_high() > journal_.tail_offset() ||
-                      (!freed_.empty() && free_.total_bytes() * 8 >= journal_.used_bytes());
+    const bool busy = sweeping_ || journal_.tail_high() > journal_.tail_offset() || !freed_.empty() ||
+                      (!releasing_ && worth_releasing() && free_.total_bytes() >= 2 * page_size());
     next_due_.store(busy ? now : wheel_.next_event(), std::memory_order_seq_cst);
   }
   void retract_over_free(Location loc, std::byte* rec) noexcept;
@@ -801,7 +805,8 @@ class alignas(64) Shard {
   MappedFifo<Freed> freed_;            // free records with whole pages inside, oldest first
   std::uint64_t released_bytes_ = 0;   // handed back to the OS so far
   std::uint64_t freed_dropped_ = 0;    // candidates dropped (queue full, or no room for it)
-  std::uint64_t token_secret_ = random_u64();  // see note_freed()
+  std::uint64_t token_secret_ = random_u64();  // see queue_freed()
+  bool releasing_ = false;  // free records hold an eighth of the journal: frees are queued
   bool sweeping_ = false;          // a sweep of stale wheel entries is under way
   bool tracks_expiry_;             // writable: the wheel holds every deadline (read-only: empty)
   bool had_deadlines_ = false;     // a record with a deadline was written since the shard was

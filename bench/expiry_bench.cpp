@@ -266,9 +266,7 @@ void rss_table(std::uint64_t mib) {
   const double remove_secs = seconds_since(t);
   const double settle = wait_rss(floor) + remove_secs;
   row("remove every key", remove_secs, rss_bytes(), settle);
-  const offheap::Stats st = s.stats();
-  std::printf("\nPeak %.1f MiB; released while running: %.1f MiB (stats().released_bytes).\n",
-              static_cast<double>(peak) / (1 << 20), static_cast<double>(st.released_bytes) / (1 << 20));
+  std::printf("\nPeak %.1f MiB.\n", static_cast<double>(peak) / (1 << 20));
 }
 
 }  // namespace

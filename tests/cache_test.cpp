@@ -550,11 +550,14 @@ TEMPLATE_TEST_CASE("readers' hits reach LRU and W-TinyLFU through their rings: d
     const std::uint64_t rounds_before = c.stats().maintenance_rounds;
     for (std::uint64_t i = 0; i < kReads; ++i) REQUIRE(c.contains(key_of(i % kKeys)));
     const auto s = c.stats();
-    // Each round drains at most a ring (one thread, one shard), plus the
-    // round that may be running as stats() reads.
+    // Each round drains at most two rings (one thread, one shard: the
+    // drain before it evicts, and the one in Shard::maintain(); the reader
+    // may fill its ring again between them, as it did under ThreadSanitizer
+    // on CI), plus the round that may be running as stats() reads: far
+    // fewer than the reads, which a reader that drained would apply.
     INFO("applied " << s.policy_hits_applied << ", dropped " << s.policy_hits_dropped << ", rounds "
                     << s.maintenance_rounds - rounds_before);
-    CHECK(s.policy_hits_applied <= kRing * (s.maintenance_rounds - rounds_before + 2));
+    CHECK(s.policy_hits_applied <= 2 * kRing * (s.maintenance_rounds - rounds_before + 2));
     CHECK(s.policy_hits_applied + s.policy_hits_dropped <= kReads);
     CHECK(s.policy_hits_applied + s.policy_hits_dropped + kRing >= kReads);
     CHECK(s.policy_hits_dropped > 0);

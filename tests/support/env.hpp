@@ -19,34 +19,26 @@ inline std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
   return v != nullptr ? std::strtoull(v, nullptr, 0) : fallback;
 }
 
-/// Whether this build runs under AddressSanitizer or ThreadSanitizer (whose
-/// runtimes make memory and time figures several times larger): tests then
-/// run smaller.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
-
-/// Whether this build runs under ThreadSanitizer, whose shadow of every
+/// Whether this build runs under ThreadSanitizer (whose shadow of every
 /// page the program touched stays resident after the program hands the
-/// page back (resident-memory figures then say little).
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kThreadSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
+/// page back: resident-memory figures then say little) or AddressSanitizer.
+#if defined(__has_feature)
+#define OFFHEAP_TEST_HAS_FEATURE(x) __has_feature(x)
+#else
+#define OFFHEAP_TEST_HAS_FEATURE(x) 0
+#endif
+#if defined(__SANITIZE_THREAD__) || OFFHEAP_TEST_HAS_FEATURE(thread_sanitizer)
 inline constexpr bool kThreadSanitized = true;
 #else
 inline constexpr bool kThreadSanitized = false;
 #endif
+#if defined(__SANITIZE_ADDRESS__) || OFFHEAP_TEST_HAS_FEATURE(address_sanitizer)
+inline constexpr bool kAddressSanitized = true;
 #else
-inline constexpr bool kThreadSanitized = false;
+inline constexpr bool kAddressSanitized = false;
 #endif
+/// Either (their runtimes make memory and time figures several times
+/// larger): tests then run smaller.
+inline constexpr bool kSanitized = kThreadSanitized || kAddressSanitized;
 
 }  // namespace offheap_test

@@ -252,6 +252,22 @@ void Shard<P>::cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h)
 }
 
 template <class P>
+void Shard<P>::policy_forget(std::uint64_t slot, Location loc, std::uint64_t stamp, std::uint64_t h,
+                             std::uint64_t bytes) {
+  if constexpr (kEvicts) {
+#if defined(OFFHEAP_TESTING_POLICY_HOOK)
+    if (testing_skip_policy("forget")) return;
+#endif
+    host_loc_ = loc.raw();
+    host_slot_ = slot;
+    EvictHost host{*this};
+    policy_.forget(eviction::Handle{loc.raw(), stamp, h, bytes}, host);
+  } else {
+    (void)slot, (void)loc, (void)stamp, (void)h, (void)bytes;
+  }
+}
+
+template <class P>
 void Shard<P>::cache_replaced(const eviction::Handle& before, std::uint64_t slot, Location loc,
                               std::uint64_t h) {
   const std::byte* rec = journal_.at(loc);

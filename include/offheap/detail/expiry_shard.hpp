@@ -63,12 +63,7 @@ std::uint64_t Shard<P>::expire(std::uint64_t now, std::uint64_t max, bool* more)
     const record::Meta m = record::read_meta(rec);
     const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
     const Slot marker = removal_marker(key.size());  // may throw: the entry stays, nothing changed
-    if constexpr (kEvicts) {
-      host_loc_ = loc.raw();
-      host_slot_ = r.slot;
-      EvictHost host{*this};
-      policy_.forget(eviction::Handle{loc.raw(), e.stamp, r.hash, r.bytes}, host);
-    }
+    policy_forget(r.slot, loc, e.stamp, r.hash, r.bytes);
     // A failed msync (every_write) is noted store-wide inside; the removal
     // stands in memory.
     (void)remove_at(r.slot, loc, rec, m, key, marker, RemovalCause::expired);

@@ -720,6 +720,10 @@ class alignas(64) Shard {
   Held held_record(Location loc, std::uint64_t stamp, bool check_intact) const;
   void make_room(std::uint64_t bytes);
   void cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h);
+  /// A cache's policy lets go of the record at `loc` (index slot `slot`)
+  /// about to leave by a removal or an expiry; nothing in a store.
+  void policy_forget(std::uint64_t slot, Location loc, std::uint64_t stamp, std::uint64_t h,
+                     std::uint64_t bytes);
   void cache_replaced(const eviction::Handle& before, std::uint64_t slot, Location loc,
                       std::uint64_t h);
   void drain_hits();

@@ -131,20 +131,7 @@ bool Shard<P>::erase(std::string_view key, std::uint64_t h, const std::string_vi
     return false;
   }
   const Slot marker = removal_marker(key.size());  // may throw; nothing has changed yet
-  if constexpr (kEvicts) {
-    bool tell = true;
-#if defined(OFFHEAP_TESTING_POLICY_HOOK)
-    tell = !testing_skip_policy("forget");
-#endif
-    if (tell) {
-      host_loc_ = loc.raw();
-      host_slot_ = f.slot;
-      EvictHost host{*this};
-      policy_.forget(eviction::Handle{loc.raw(), record::read_stamp(rec), h,
-                                      record::kHeaderBytes + m.capacity()},
-                     host);
-    }
-  }
+  policy_forget(f.slot, loc, record::read_stamp(rec), h, record::kHeaderBytes + m.capacity());
   // An expired record is absent for the caller; it leaves now, as expired.
   const int err = remove_at(f.slot, loc, rec, m, key, marker,
                             gone ? RemovalCause::expired : RemovalCause::explicit_remove);

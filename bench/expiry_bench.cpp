@@ -30,6 +30,13 @@
 //    step's start) to fall back to within 2% of what the fill added
 //    (polled every millisecond, up to 2 s).
 //
+// 4. Compaction (--compact_n, default 1,000,000 records): a one-shard
+//    store (background maintenance off, compaction_factor 1.2) filled with
+//    1 KiB values, two thirds of them removed at random, then one
+//    maintain(): what it moved, how long per MiB moved (a shard's writers
+//    wait while a chunk is moved), and the mapped bytes before and after,
+//    for max_chunk_bytes 4 MiB, 64 MiB and 1 GiB.
+//
 // Output: the configuration, then the tables in markdown.
 #include "cli.hpp"
 #include "platform.hpp"
@@ -269,16 +276,48 @@ void rss_table(std::uint64_t mib) {
   std::printf("\nPeak %.1f MiB.\n", static_cast<double>(peak) / (1 << 20));
 }
 
+void compaction_table(std::uint64_t n) {
+  std::printf("| max_chunk_bytes | moved, MiB | records moved | seconds | ms per MiB moved | mapped before, MiB | "
+              "mapped after, MiB | live, MiB | chunks emptied |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  const std::string value(1024, 'v');
+  for (const std::uint64_t chunk : {std::uint64_t{4} << 20, std::uint64_t{64} << 20, std::uint64_t{1} << 30}) {
+    offheap::Options o;
+    o.shards = 1;
+    o.max_chunk_bytes = chunk;
+    o.compaction_factor = 1.2;
+    o.background_maintenance = false;
+    o.expected_entries = n;
+    offheap::Store s(o);
+    const auto key = [](std::uint64_t i) { return "key-" + std::to_string(i); };
+    for (std::uint64_t i = 0; i < n; ++i) s.put(key(i), value);
+    std::mt19937_64 rng(1);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (rng() % 3 != 0) s.remove(key(i));
+    }
+    const offheap::Stats before = s.stats();
+    const auto t = Clock::now();
+    s.maintain();
+    const double secs = seconds_since(t);
+    const offheap::Stats after = s.stats();
+    const double moved = static_cast<double>(after.compacted_bytes) / (1 << 20);
+    std::printf("| %" PRIu64 " MiB | %.1f | %s | %.3f | %.2f | %.1f | %.1f | %.1f | %" PRIu64 " |\n", chunk >> 20, moved,
+                with_commas(after.compacted_records).c_str(), secs, moved > 0 ? secs * 1e3 / moved : 0.0,
+                static_cast<double>(before.mapped_bytes) / (1 << 20), static_cast<double>(after.mapped_bytes) / (1 << 20),
+                static_cast<double>(after.live_bytes) / (1 << 20), after.chunks_emptied);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 }  // namespace offheap_bench
 
 int main(int argc, char** argv) {
   using namespace offheap_bench;
   std::vector<double> scales_d{1e6};
-  std::uint64_t slices = 15, slice_ms = 200, reps = 0, rss_mib = 1024, warmup_s = 15;
+  std::uint64_t slices = 15, slice_ms = 200, reps = 0, rss_mib = 1024, warmup_s = 15, compact_n = 1'000'000;
   const auto usage = [](const char* self) {
     std::printf("usage: %s [--scales=1000000,10000000] [--reps=N] [--slices=15] [--slice_ms=200] "
-                "[--warmup_s=15] [--rss_mib=1024]\n", self);
+                "[--warmup_s=15] [--rss_mib=1024] [--compact_n=1000000]\n", self);
   };
   const bool ok = parse_flags(argc, argv, +usage, [&](const Flag& f) {
     if (const char* v = f.value("--scales=")) return parse_doubles(v, scales_d) || f.fail("a list of entry counts");
@@ -287,6 +326,7 @@ int main(int argc, char** argv) {
     if (const char* v = f.value("--reps=")) return parse_u64(v, reps) || f.fail("a number");
     if (const char* v = f.value("--rss_mib=")) return parse_u64(v, rss_mib) || f.fail("a number");
     if (const char* v = f.value("--warmup_s=")) return parse_u64(v, warmup_s) || f.fail("a number");
+    if (const char* v = f.value("--compact_n=")) return parse_u64(v, compact_n) || f.fail("a number");
     return f.unknown();
   });
   if (!ok) return 2;
@@ -355,5 +395,11 @@ int main(int argc, char** argv) {
   std::printf("\n## Memory back to the OS\n\nAn anonymous store, background maintenance on, %" PRIu64
               " MiB of 8 KiB values; the process's RSS.\n\n", rss_mib);
   rss_table(rss_mib);
+
+  std::printf("\n## Compaction\n\n"
+              "One shard, %s records of 1 KiB values, two thirds removed at random, then one maintain() "
+              "(compaction_factor 1.2, background maintenance off).\n\n",
+              with_commas(compact_n).c_str());
+  compaction_table(compact_n);
   return 0;
 }

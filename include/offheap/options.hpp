@@ -155,6 +155,20 @@ struct Options {
   /// Errc::value_too_large. Ranges: 4 KiB <= min <= max <= 2^48.
   std::uint64_t min_chunk_bytes = std::uint64_t{64} << 10;
   std::uint64_t max_chunk_bytes = std::uint64_t{1} << 30;
+
+  /// Compaction: once a shard's journal (records, free space, outside
+  /// emptied chunks) passes compaction_factor times its live records'
+  /// bytes, and by 1 MiB or more, the maintenance thread (or maintain())
+  /// moves the live records out of its sparsest chunks (those whose live
+  /// share is under 1 / compaction_factor), one whole chunk at a time
+  /// under the shard's writer lock, and empties them: their pages (and a
+  /// file's disk blocks) go back to the OS, their address ranges stay
+  /// (Stats::emptied_bytes, not in mapped_bytes), and writers take them
+  /// back before they map new chunks. A chunk is the unit: with chunks of
+  /// up to max_chunk_bytes per shard, mapped bytes can stay that much
+  /// above the factor (set max_chunk_bytes to a small share of a shard's
+  /// data where that matters). 0: never. Range: 0, or 1.1 - 100.
+  double compaction_factor = 1.5;
 };
 
 }  // namespace offheap

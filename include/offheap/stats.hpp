@@ -56,7 +56,8 @@ struct Stats {
 
   // Memory.
   /// journal bytes in use by records, live or free, plus the end of each
-  /// chunk the tail left that was too short for a record (under 40 bytes)
+  /// chunk the tail left that was too short for a record (under 40 bytes);
+  /// emptied chunks not counted
   std::uint64_t journal_bytes = 0;
   std::uint64_t mapped_bytes = 0;   ///< everything mapped: chunks, index, free-list
                                     ///< tables, counters
@@ -67,6 +68,16 @@ struct Stats {
   /// A free record merged into a larger one is handed back again with it,
   /// and counted again.
   std::uint64_t released_bytes = 0;
+  // Compaction (Options::compaction_factor). An emptied chunk keeps its
+  // address range (readers may still hold locations in it) without pages
+  // or, file-backed, disk blocks: counted here, not in mapped_bytes (nor
+  // in journal_bytes or chunks' memory), until a writer takes it back.
+  std::uint64_t emptied_chunks = 0;   ///< chunks emptied now
+  std::uint64_t emptied_bytes = 0;    ///< their address space
+  std::uint64_t compacted_records = 0;  ///< records compaction moved, ever
+  std::uint64_t compacted_bytes = 0;    ///< their journal bytes
+  std::uint64_t chunks_emptied = 0;     ///< times compaction emptied a chunk
+  std::uint64_t chunks_revived = 0;     ///< times a writer took an emptied chunk back
   std::uint64_t release_pending = 0;  ///< free records queued to give their pages back
   std::uint64_t release_dropped = 0;  ///< queued ones dropped (the queue full: no rounds ran;
                                       ///< or the free space fell under an eighth of the journal)

@@ -375,7 +375,10 @@ class OffHeapStore {
       report_all();
     }
     if (!files_ || (!files_->read_only && !files_->closed.load())) {
-      for (Shard& s : shards_) s.release_pages(~std::uint64_t{0});
+      for (Shard& s : shards_) {
+        s.compact(~std::uint64_t{0});
+        s.release_pages(~std::uint64_t{0});
+      }
     }
     if (files_ && !options_.background_maintenance &&
         options_.durability == Durability::periodic && !files_->closed.load() &&
@@ -706,6 +709,9 @@ class OffHeapStore {
   }
   /// The most bytes of pages a maintenance round hands back per shard.
   static constexpr std::uint64_t kReleaseSlice = std::uint64_t{64} << 20;
+  /// About the most journal bytes a maintenance round moves per shard when
+  /// it compacts (a chunk is moved whole: one may pass it).
+  static constexpr std::uint64_t kCompactSlice = std::uint64_t{64} << 20;
 
   /// The store's time: ms since the Unix epoch (Options::clock).
   std::uint64_t now_ms() const noexcept {

@@ -267,17 +267,26 @@ void Shard<P>::policy_forget(std::uint64_t slot, Location loc, std::uint64_t sta
   }
 }
 
+/// The policy learns that the record `before` names was overwritten, now
+/// at `loc` (slot `slot`); `moved` (compaction): the same record, moved,
+/// which a policy with relocate() (Lru, WTinyLfu) takes as no access: its
+/// node is rekeyed where it stands.
 template <class P>
 void Shard<P>::cache_replaced(const eviction::Handle& before, std::uint64_t slot, Location loc,
-                              std::uint64_t h) {
+                              std::uint64_t h, bool moved) {
   const std::byte* rec = journal_.at(loc);
   host_loc_ = loc.raw();
   host_slot_ = slot;
   EvictHost host{*this};
-  policy_.replace(before,
-                  eviction::Handle{loc.raw(), record::read_stamp(rec), h,
-                                   record::kHeaderBytes + record::read_meta(rec).capacity()},
-                  host);  // cannot fail: reserved in write()
+  const eviction::Handle after{loc.raw(), record::read_stamp(rec), h,
+                               record::kHeaderBytes + record::read_meta(rec).capacity()};
+  if constexpr (requires { policy_.relocate(before, after, host); }) {
+    if (moved) {
+      policy_.relocate(before, after, host);
+      return;
+    }
+  }
+  policy_.replace(before, after, host);  // cannot fail: reserved by the caller
 }
 
 /// verify()'s part for caches (under the lock): the policy holds every

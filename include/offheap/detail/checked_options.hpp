@@ -112,6 +112,11 @@ Options checked_options(Options o) {
                     std::to_string(o.min_chunk_bytes) + ") <= max_chunk_bytes (" +
                     std::to_string(o.max_chunk_bytes) + ") <= 2^48");
   }
+  if (!(o.compaction_factor == 0 || (o.compaction_factor >= 1.1 && o.compaction_factor <= 100))) {
+    throw Error(Errc::invalid_argument,
+                o.name + ": compaction_factor must be 0 (never) or within 1.1 - 100 (it is " +
+                    std::to_string(o.compaction_factor) + ")");
+  }
   return o;
 }
 
@@ -129,6 +134,7 @@ inline ShardConfig shard_config(const Options& o, StoreFiles* files) {
     c.sync_error = &files->sync_error;
   }
   c.clock = o.clock;
+  c.compaction_factor = o.compaction_factor;
   c.report_removals = static_cast<bool>(o.on_removal) && !o.read_only;
   // Keys spread over shards binomially: room for four standard deviations
   // above the mean, so that a store filled to expected_entries never grows.

@@ -93,6 +93,14 @@ inline constexpr std::uint64_t kRecordsHintOffset = 72;
 /// stale records under ends that later writes move forward. Any other
 /// value is ignored (damage: the records stay).
 inline constexpr std::uint64_t kClearMarkOffset = 80;
+/// Every chunk: the emptied mark, emptied_mark(salt) while compaction has
+/// emptied the chunk (compaction.hpp): its records were moved out, it holds
+/// one free record (in pieces of at most 4 GiB) that no free list holds, and
+/// the disk blocks inside were handed back (a hole). An open leaves such a
+/// chunk alone: it takes no records from it and puts none of its space on a
+/// free list, until a writer needs it and reserves its blocks again. Any
+/// other value: not emptied.
+inline constexpr std::uint64_t kEmptiedMarkOffset = 88;
 
 /// StateHeader::flags: the shard may hold records with deadlines (set by
 /// the first one written since the shard was created or cleared), so that
@@ -177,6 +185,11 @@ constexpr std::uint64_t end_of(std::uint64_t word) noexcept { return word & 0x00
 /// The clear mark of a shard whose chunk 0 end word has salt `salt`.
 constexpr std::uint64_t clear_mark(std::uint64_t salt) noexcept {
   return detail::mix64(salt ^ 0x436C656172696E67ull) | 1;  // never 0
+}
+
+/// The emptied mark of a chunk whose end word has salt `salt`.
+constexpr std::uint64_t emptied_mark(std::uint64_t salt) noexcept {
+  return detail::mix64(salt ^ 0x456D707469656421ull) | 1;  // never 0
 }
 
 /// A fast 64-bit checksum of `words` 8-byte words (four independent lanes):

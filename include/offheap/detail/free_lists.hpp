@@ -33,6 +33,7 @@
 
 #include <offheap/detail/journal.hpp>
 #include <offheap/detail/location.hpp>
+#include <offheap/detail/mapped_array.hpp>
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/record.hpp>
 
@@ -69,7 +70,7 @@ class FreeLists {
   /// followed. Otherwise (anonymous memory, written only by this code) the
   /// same checks are assertions.
   FreeLists(const Journal& journal, const std::string& name, bool check = true)
-      : journal_(journal), check_(check) {
+      : journal_(journal), check_(check), chunk_free_(name, "the free-space-per-chunk table") {
     table_ = reinterpret_cast<std::uint64_t*>(
         map_anonymous(round_up(kTableBytes, page_size()), name, "the free-list table"));
     clear();
@@ -145,6 +146,7 @@ class FreeLists {
     nonempty()[c / 64] |= std::uint64_t{1} << (c % 64);
     ++total_records_;
     total_bytes_ += capacity;
+    count_in_chunk(loc.chunk(), record::kHeaderBytes + capacity, true);
   }
 
   /// Takes the free record at `loc`, of `capacity` (the caller has checked
@@ -180,6 +182,7 @@ class FreeLists {
     if (records()[c] == 0) nonempty()[c / 64] &= ~(std::uint64_t{1} << (c % 64));
     total_records_ -= total_records_ != 0 ? 1 : 0;
     total_bytes_ -= capacity <= total_bytes_ ? capacity : total_bytes_;
+    count_in_chunk(loc.chunk(), record::kHeaderBytes + capacity, false);
     return true;
   }
 
@@ -222,6 +225,37 @@ class FreeLists {
     for (unsigned w = 0; w < kBitmapWords; ++w) nonempty()[w] = 0;
     total_records_ = 0;
     total_bytes_ = 0;
+    for (std::uint64_t i = 0; i < chunk_free_.size(); ++i) chunk_free_[i] = 0;
+    chunk_free_known_ = true;
+  }
+
+  // ---- free space per chunk (compaction.hpp picks the emptiest) ---------------
+
+  /// Makes room to count the free space of chunks 0..n-1. Throws
+  /// Error(out_of_space), nothing changed, if it cannot.
+  void reserve_chunks(std::uint32_t n) {
+    while (chunk_free_.size() < n) chunk_free_.push_back(0);
+  }
+  /// Whether chunk_free() is exact: false after a load() or a dropped list,
+  /// until recount_chunks().
+  bool chunks_known() const noexcept { return chunk_free_known_; }
+  /// Bytes (headers included) of the listed free records in chunk c.
+  std::uint64_t chunk_free(std::uint32_t c) const noexcept {
+    return c < chunk_free_.size() ? chunk_free_[c] & kBytesMask : 0;
+  }
+  /// How many listed free records chunk c holds (65535: that many or more).
+  std::uint64_t chunk_free_records(std::uint32_t c) const noexcept {
+    return c < chunk_free_.size() ? chunk_free_[c] >> 48 : 0;
+  }
+  /// Counts chunk_free() afresh from the lists (sound links only). Throws
+  /// as reserve_chunks().
+  void recount_chunks() {
+    reserve_chunks(journal_.chunks());
+    for (std::uint64_t i = 0; i < chunk_free_.size(); ++i) chunk_free_[i] = 0;
+    for_each_at_least(0, [&](Location loc, std::uint64_t cap) {
+      count_in_chunk(loc.chunk(), record::kHeaderBytes + cap, true);
+    });
+    chunk_free_known_ = true;
   }
 
   std::uint64_t class_records(unsigned c) const noexcept { return records()[c]; }
@@ -238,6 +272,7 @@ class FreeLists {
     std::memcpy(table_, bytes, kTableBytes);
     total_records_ = total_records;
     total_bytes_ = total_bytes;
+    chunk_free_known_ = false;  // recount_chunks() when compaction wants it
   }
   /// Whether a location the table holds is none or inside the journal: the
   /// check a state file's free-list heads must pass.
@@ -278,7 +313,9 @@ class FreeLists {
   std::uint64_t damaged() const noexcept { return damaged_.load(std::memory_order_relaxed); }
   std::uint64_t total_records() const noexcept { return total_records_; }
   std::uint64_t total_bytes() const noexcept { return total_bytes_; }
-  std::uint64_t mapped_bytes() const noexcept { return round_up(kTableBytes, page_size()); }
+  std::uint64_t mapped_bytes() const noexcept {
+    return round_up(kTableBytes, page_size()) + chunk_free_.mapped_bytes();
+  }
 
  private:
   static constexpr unsigned kBigClasses = kClasses - kExactClasses;
@@ -297,6 +334,7 @@ class FreeLists {
   /// that met damage is not saved clean: its next open recovers).
   void drop_class(unsigned c) noexcept {
     damaged_.fetch_add(1, std::memory_order_relaxed);
+    chunk_free_known_ = false;
     const std::uint64_t bytes = class_bytes(c);
     total_records_ -= records()[c] <= total_records_ ? records()[c] : total_records_;
     total_bytes_ -= bytes <= total_bytes_ ? bytes : total_bytes_;
@@ -305,6 +343,26 @@ class FreeLists {
     if (c >= kExactClasses) big_bytes()[c - kExactClasses] = 0;
     nonempty()[c / 64] &= ~(std::uint64_t{1} << (c % 64));
   }
+
+  void count_in_chunk(std::uint32_t c, std::uint64_t bytes, bool add) noexcept {
+    if (c >= chunk_free_.size()) {
+      chunk_free_known_ = false;  // (room was not reserved: recounted when wanted)
+      return;
+    }
+    // Bytes in the low 48 bits, records in the high 16 (saturating: a
+    // count of "many" is all compaction asks).
+    std::uint64_t& w = chunk_free_[c];
+    std::uint64_t n = w & kBytesMask, r = w >> 48;
+    if (add) {
+      n += bytes;
+      r += r < 0xFFFF ? 1 : 0;
+    } else {
+      n -= bytes <= n ? bytes : n;
+      r -= r != 0 && r < 0xFFFF ? 1 : 0;
+    }
+    w = (n & kBytesMask) | r << 48;
+  }
+  static constexpr std::uint64_t kBytesMask = (std::uint64_t{1} << 48) - 1;
 
   /// The first non-empty class >= c, or kClasses.
   unsigned next_nonempty(unsigned c) const noexcept {
@@ -322,6 +380,8 @@ class FreeLists {
   std::uint64_t total_records_ = 0;
   std::uint64_t total_bytes_ = 0;
   std::atomic<std::uint64_t> damaged_{0};  // read by stats() without the lock
+  MappedArray<std::uint64_t> chunk_free_;  // chunk_free(c)
+  bool chunk_free_known_ = true;
 };
 
 }  // namespace offheap::detail

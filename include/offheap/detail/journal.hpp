@@ -42,6 +42,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -237,6 +239,9 @@ class Journal {
         if (const int e = zero_chunk(c); e != 0 && err == 0) err = e;
         testing_step(kClearChunkZeroed);
       }
+      // Emptied chunks are plain ones again, once zero_chunk() has reserved
+      // their blocks again (ZERO_RANGE, or fallocate).
+      for (std::uint32_t c = 0; c < chunks_; ++c) set_emptied(c, false);
       if (durable_steps) {
         for (std::uint32_t c = 0; c < chunks_; ++c) {
           if (const int e = sync_chunk(c)) return e;
@@ -250,7 +255,10 @@ class Journal {
         }
       }
     } else {
-      for (std::uint32_t c = 0; c < chunks_; ++c) discard_pages(chunk_base(c), chunk_size(c));
+      for (std::uint32_t c = 0; c < chunks_; ++c) {
+        discard_pages(chunk_base(c), chunk_size(c));
+        set_emptied(c, false);
+      }
     }
     return err;
   }
@@ -265,6 +273,67 @@ class Journal {
 
   /// The steps of reset() a test hook sees (OFFHEAP_TESTING_CLEAR_HOOK).
   enum ClearStep : int { kClearMarked, kClearEndStored, kClearChunkZeroed, kClearUnmarked };
+
+  // ---- emptied chunks (compaction.hpp) ----------------------------------------
+
+  /// Whether compaction emptied chunk c: its records moved out, one free
+  /// record on no list covers it, its pages (and disk blocks) handed back.
+  /// Writer side only.
+  bool emptied(std::uint32_t c) const noexcept { return (emptied_[c / 64] >> (c % 64)) & 1u; }
+  /// Marks chunk c emptied or not; file-backed, in its header page too
+  /// (format::kEmptiedMarkOffset), one 8-byte store.
+  void set_emptied(std::uint32_t c, bool on) noexcept {
+    if (emptied(c) == on) return;
+    emptied_[c / 64] ^= std::uint64_t{1} << (c % 64);
+    emptied_bytes_ += on ? chunk_size(c) : 0;
+    emptied_bytes_ -= on ? 0 : chunk_size(c);
+    emptied_count_ += on ? 1 : 0;
+    emptied_count_ -= on ? 0 : 1;
+    if (files()) {
+      store_relaxed(word_at(chunk_base(c) - format::kChunkHeaderBytes + format::kEmptiedMarkOffset),
+                    on ? format::emptied_mark(end_salt(c)) : 0);
+      mark_dirty(c);
+    }
+  }
+  /// The smallest emptied chunk of at least `bytes`, or chunks() if none.
+  std::uint32_t emptied_fitting(std::uint64_t bytes) const noexcept {
+    std::uint32_t best = chunks_;
+    if (emptied_count_ == 0) return best;
+    for (std::uint32_t w = 0; w * 64 < chunks_; ++w) {
+      for (std::uint64_t bits = emptied_[w]; bits != 0; bits &= bits - 1) {
+        const std::uint32_t c = w * 64 + static_cast<std::uint32_t>(std::countr_zero(bits));
+        if (chunk_size(c) >= bytes && (best == chunks_ || chunk_size(c) < chunk_size(best))) best = c;
+      }
+    }
+    return best;
+  }
+  std::uint64_t emptied_bytes() const noexcept { return emptied_bytes_; }
+  std::uint32_t emptied_chunks() const noexcept { return emptied_count_; }
+  /// used_bytes() outside emptied chunks.
+  std::uint64_t active_bytes() const noexcept { return used_bytes_ - emptied_bytes_; }
+  /// Whether append(bytes) would fit the tail chunk (map nothing, revive nothing).
+  bool tail_fits(std::uint64_t bytes) const noexcept {
+    return tail_chunk_ < chunks_ && chunk_size(tail_chunk_) - tail_offset_ >= bytes;
+  }
+  /// The address of chunk c's first byte (the writer's view).
+  std::byte* chunk_start(std::uint32_t c) const noexcept { return chunk_base(c); }
+  /// File-backed: hands the disk blocks of chunk c's [from, from + len)
+  /// back (`punch`: a hole, which reads as zeros) or reserves them again
+  /// (!punch). Returns 0 or an errno (the blocks stay as they were). Not
+  /// through a symbolic link, and only the file of the chunk's size.
+  int chunk_blocks(std::uint32_t c, std::uint64_t from, std::uint64_t len, bool punch) const noexcept {
+    const int fd = open_chunk_file(c);
+    if (fd < 0) return errno != 0 ? errno : EIO;
+    const auto off = static_cast<off_t>(format::kChunkHeaderBytes + from);
+    int err = 0;
+    if (punch) {
+      if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, static_cast<off_t>(len)) != 0) err = errno;
+    } else {
+      err = ::posix_fallocate(fd, off, static_cast<off_t>(len));
+    }
+    ::close(fd);
+    return err;
+  }
 
   std::uint32_t chunks() const noexcept { return chunks_; }
   std::uint64_t chunk_size(std::uint32_t c) const noexcept { return entry(c)[1]; }
@@ -406,6 +475,11 @@ class Journal {
       }
       std::byte* map = map_file(fd.get(), 0, size, !f.read_only, true, store, path);
       publish_chunk(map + format::kChunkHeaderBytes, h.data_bytes, store);
+      if (load_relaxed(word_at(map + format::kEmptiedMarkOffset)) == format::emptied_mark(end_salt(c))) {
+        emptied_[c / 64] |= std::uint64_t{1} << (c % 64);  // (the file says so already)
+        emptied_bytes_ += h.data_bytes;
+        ++emptied_count_;
+      }
     }
   }
 
@@ -421,20 +495,9 @@ class Journal {
  private:
   /// reset(): zeroes chunk c's records in its file (see reset()).
   int zero_chunk(std::uint32_t c) noexcept {
-    const FileBacking& f = *config_.files;
-    char name[32];
-    std::snprintf(name, sizeof name, "s%04u-c%05u.chunk", config_.shard, c);
     const auto from = static_cast<off_t>(format::kChunkHeaderBytes);
     const auto len = static_cast<off_t>(chunk_size(c));
-    // Not through a symbolic link, and only the file of the chunk's size:
-    // a name swapped since the open must not get another file zeroed.
-    int fd = ::openat(f.dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    struct stat st {};
-    if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-                    static_cast<std::uint64_t>(st.st_size) != format::kChunkHeaderBytes + chunk_size(c))) {
-      ::close(fd);
-      fd = -1;
-    }
+    const int fd = open_chunk_file(c);
     if (fd >= 0) {
       int err = -1;
       if (::fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, from, len) == 0) {
@@ -450,6 +513,23 @@ class Journal {
     for (std::uint64_t i = 0, n = chunk_size(c) / 8; i < n; ++i) store_relaxed(w + i, 0);
     mark_dirty(c);
     return 0;
+  }
+
+  /// Opens chunk c's file for writing (-1 and errno if it cannot): not
+  /// through a symbolic link, and only the file of the chunk's size, so
+  /// that a name swapped since the open gets no other file changed.
+  int open_chunk_file(std::uint32_t c) const noexcept {
+    char name[32];
+    std::snprintf(name, sizeof name, "s%04u-c%05u.chunk", config_.shard, c);
+    const int fd = ::openat(config_.files->dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st {};
+    if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+                    static_cast<std::uint64_t>(st.st_size) != format::kChunkHeaderBytes + chunk_size(c))) {
+      ::close(fd);
+      errno = EBADF;
+      return -1;
+    }
+    return fd;
   }
 
   /// Makes chunk number chunks_ resolve to [base, base + size).
@@ -580,6 +660,9 @@ class Journal {
   std::uint64_t tail_high_ = 0;   // the tail chunk may be resident up to here (past the tail)
   std::uint64_t mapped_bytes_ = 0;
   std::uint64_t used_bytes_ = 0;
+  std::uint64_t emptied_[Location::kMaxChunks / 64] = {};  // emptied(c): bit c
+  std::uint64_t emptied_bytes_ = 0;  // their sizes (in used_bytes_ and mapped_bytes_)
+  std::uint32_t emptied_count_ = 0;
   std::uint32_t dirty_lo_ = ~0u;  // chunks written since the last sync: [lo, hi)
   std::uint32_t dirty_hi_ = 0;
 };

@@ -55,8 +55,16 @@ typename Shard<P>::Recovery Shard<P>::recover(bool writable) {
   // Until the scan has found the tail, every chunk counts as records to its
   // end (the free lists check what they link against it).
   if (chunks != 0) journal_.set_tail(chunks - 1, journal_.chunk_size(chunks - 1), 0);
+  free_.reserve_chunks(chunks);  // (may throw: nothing has changed yet)
+  // A chunk compaction emptied (format::kEmptiedMarkOffset) holds no
+  // records, and its space (a hole in the file) goes on no list. Only
+  // before the tail: a mark at or past it is damage, and not trusted.
+  for (std::uint32_t c = tail < chunks ? tail : 0; c < chunks; ++c) {
+    if (journal_.emptied(c) && writable) journal_.set_emptied(c, false);
+  }
   for (std::uint32_t c = 0; tail < chunks && c < tail; ++c) {  // none if no chunk holds records
     used += journal_.chunk_size(c);
+    if (journal_.emptied(c)) continue;
     scan_chunk(c, false, writable, losers, max_stamp, r);
   }
   if (tail < chunks) {

@@ -83,6 +83,7 @@ struct ShardConfig {
   std::uint64_t store_id = 0;
   std::atomic<int>* sync_error = nullptr;  // the first failed sync's errno, store-wide
   const Clock* clock = nullptr;  // Options::clock; null: the default clock
+  double compaction_factor = 0;  // Options::compaction_factor (0: never)
 };
 
 /// Aligned to a cache line so that shards laid side by side share none.
@@ -136,7 +137,10 @@ class alignas(64) Shard {
         reports_(name, "the removal listener's queue"), policy_(name),
         count_hits_(kEvicts && !(config.journal.files != nullptr && config.journal.files->read_only)),
         hits_(name), clock_(config.clock), wheel_(name, now_ms()), freed_(name, "the freed-pages queue"),
-        tracks_expiry_(!(config.journal.files != nullptr && config.journal.files->read_only)) {}
+        tracks_expiry_(!(config.journal.files != nullptr && config.journal.files->read_only)),
+        compact_factor_(config.journal.files != nullptr && config.journal.files->read_only
+                            ? 0.0
+                            : config.compaction_factor) {}
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
   /// Requires: no reader or writer is using the shard any more.
@@ -333,6 +337,16 @@ class alignas(64) Shard {
   /// `max_bytes`; returns the bytes handed back. `more`: candidates are
   /// left. Takes the lock.
   std::uint64_t release_pages(std::uint64_t max_bytes, bool* more = nullptr);
+
+  // ---- compaction (compaction.hpp) ---------------------------------------------
+
+  /// Whether the journal outside emptied chunks holds more than
+  /// compaction_factor times the live records' bytes (and 1 MiB more).
+  bool compaction_due() const noexcept;
+  /// Empties the sparsest chunks until that is no longer so, or about
+  /// `max_bytes` were moved; returns the bytes moved. `more`: work is
+  /// left. Takes the lock.
+  std::uint64_t compact(std::uint64_t max_bytes, bool* more = nullptr);
 
   /// Drops every record. The index is replaced by an empty table (the old
   /// one retired as after growth; emptied in place if no memory is left),
@@ -637,11 +651,24 @@ class alignas(64) Shard {
   void rewrite_in_place(Location loc, std::byte* rec, std::uint64_t cap, std::uint64_t need,
                         std::string_view key, std::string_view value, std::uint8_t type,
                         std::uint64_t deadline) noexcept;
-  Slot allocate(std::uint64_t need);
+  /// Room for a record of `need` payload bytes: a free record, an emptied
+  /// chunk brought back, or the tail (a new chunk only if `grow`; else a
+  /// none location when nothing else has room).
+  Slot allocate(std::uint64_t need, bool grow = true);
   void push_free_range(Location l, std::byte* r, std::uint64_t bytes, bool prev_free,
                        std::uint64_t stamp) noexcept;
   void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
   void release_huge(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
+  // compaction.hpp
+  struct Evacuated {
+    enum Outcome { emptied, waits, no_room } outcome = emptied;
+    std::uint64_t moved = 0;  // journal bytes written elsewhere
+  };
+  Evacuated evacuate(std::uint32_t c);
+  bool revive_chunk(std::uint64_t bytes) noexcept;
+  static constexpr std::uint64_t kCompactFloor = std::uint64_t{1} << 20;
+  static constexpr std::uint64_t kCompactRetryMs = 1000;
+  static constexpr std::uint64_t kCompactMinHoles = 8;  // free records a chunk needs to be emptied
   // page_release.hpp
   void note_freed(Location loc, std::uint64_t stamp, std::uint64_t cap) noexcept;
   void queue_freed(Location loc, std::uint64_t stamp) noexcept;
@@ -650,7 +677,7 @@ class alignas(64) Shard {
   std::uint64_t freed_token(std::uint64_t stamp) const noexcept { return mix64(stamp ^ token_secret_); }
   /// Whether the free records hold an eighth of the journal or more: only
   /// then do their pages go back to the OS (page_release.hpp).
-  bool worth_releasing() const noexcept { return free_.total_bytes() * 8 >= journal_.used_bytes(); }
+  bool worth_releasing() const noexcept { return free_.total_bytes() * 8 >= journal_.active_bytes(); }
   void want_round() noexcept {
     // seq_cst: as in schedule_expiry(), against the maintenance thread's
     // plan (OffHeapStore's due()).
@@ -660,7 +687,9 @@ class alignas(64) Shard {
   void plan_next_round(std::uint64_t now) noexcept {
     const bool busy = sweeping_ || journal_.tail_high() > journal_.tail_offset() || !freed_.empty() ||
                       (!releasing_ && worth_releasing() && free_.total_bytes() >= 2 * page_size());
-    next_due_.store(busy ? now : wheel_.next_event(), std::memory_order_seq_cst);
+    std::uint64_t next = busy ? now : wheel_.next_event();
+    if (compaction_due()) next = std::min(next, std::max(now, compact_retry_ms_));
+    next_due_.store(next, std::memory_order_seq_cst);
   }
   void retract_over_free(Location loc, std::byte* rec) noexcept;
 
@@ -725,7 +754,7 @@ class alignas(64) Shard {
   void policy_forget(std::uint64_t slot, Location loc, std::uint64_t stamp, std::uint64_t h,
                      std::uint64_t bytes);
   void cache_replaced(const eviction::Handle& before, std::uint64_t slot, Location loc,
-                      std::uint64_t h);
+                      std::uint64_t h, bool moved = false);
   void drain_hits();
 
   std::uint64_t next_stamp() noexcept {
@@ -815,6 +844,14 @@ class alignas(64) Shard {
   bool tracks_expiry_;             // writable: the wheel holds every deadline (read-only: empty)
   bool had_deadlines_ = false;     // a record with a deadline was written since the shard was
                                    // created or cleared (saved: see format::kStateDeadlines)
+  // Compaction (compaction.hpp).
+  double compact_factor_;
+  std::uint64_t compact_retry_ms_ = 0;  // no compaction before (ms, the store's clock)
+  bool compact_wanted_ = false;         // release() asked for a round
+  std::uint64_t compacted_records_ = 0;
+  std::uint64_t compacted_bytes_ = 0;
+  std::uint64_t emptied_events_ = 0;
+  std::uint64_t revived_events_ = 0;
 };
 
 }  // namespace offheap::detail
@@ -836,3 +873,4 @@ class alignas(64) Shard {
 #include <offheap/detail/shard_stats.hpp>
 #include <offheap/detail/expiry_shard.hpp>
 #include <offheap/detail/page_release.hpp>
+#include <offheap/detail/compaction.hpp>

@@ -45,9 +45,16 @@ void Shard<P>::add_stats(Stats& s) const {
     s.free_classes[c].records += free_.class_records(c);
     s.free_classes[c].bytes += free_.class_bytes(c);
   }
-  s.journal_bytes += journal_.used_bytes();
-  s.mapped_bytes += journal_.mapped_bytes() + index_.mapped_bytes() + free_.mapped_bytes();
+  s.journal_bytes += journal_.active_bytes();
+  s.mapped_bytes += journal_.mapped_bytes() - journal_.emptied_bytes() + index_.mapped_bytes() +
+                    free_.mapped_bytes();
   s.chunks += journal_.chunks();
+  s.emptied_chunks += journal_.emptied_chunks();
+  s.emptied_bytes += journal_.emptied_bytes();
+  s.compacted_records += compacted_records_;
+  s.compacted_bytes += compacted_bytes_;
+  s.chunks_emptied += emptied_events_;
+  s.chunks_revived += revived_events_;
   s.index_capacity += index_.capacity();
   s.index_tombstones += index_.tombstones();
   s.retired_tables += index_.retired_tables();

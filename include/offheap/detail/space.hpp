@@ -40,8 +40,12 @@ void Shard<P>::rewrite_in_place(Location loc, std::byte* rec, std::uint64_t cap,
 }
 
 template <class P>
-typename Shard<P>::Slot Shard<P>::allocate(std::uint64_t need) {
-  const FreeLists::Taken t = free_.take(need);
+typename Shard<P>::Slot Shard<P>::allocate(std::uint64_t need, bool grow) {
+  FreeLists::Taken t = free_.take(need);
+  if (t.loc.is_none() && journal_.emptied_chunks() != 0 &&
+      !journal_.tail_fits(record::kHeaderBytes + need) && revive_chunk(record::kHeaderBytes + need)) {
+    t = free_.take(need);  // an emptied chunk before a new one (compaction.hpp)
+  }
   if (!t.loc.is_none()) {
     const bool prev_free = record::read_meta(t.rec).prev_free();
     if (t.capacity - need < record::kMinRecord) {
@@ -56,6 +60,8 @@ typename Shard<P>::Slot Shard<P>::allocate(std::uint64_t need) {
     release(rest, journal_.at(rest), t.capacity - need - record::kHeaderBytes, false);
     return {t.loc, t.rec, need, prev_free};
   }
+  if (!grow && !journal_.tail_fits(record::kHeaderBytes + need)) return {Location::none(), nullptr, 0, false};
+  free_.reserve_chunks(journal_.chunks() + 1);  // may throw; nothing has changed yet
   const Location loc = journal_.append(
       record::kHeaderBytes + need, [this](Location l, std::byte* r, std::uint64_t bytes) {
         // Space the tail skips, after a live record (a free record never
@@ -154,6 +160,10 @@ void Shard<P>::release(Location loc, std::byte* rec, std::uint64_t cap, bool pre
   free_.push(rec, loc, cap, stamp, prev_free);
   if (std::byte* next = journal_.record_after(loc, kHeader + cap)) record::set_prev_free(next, true);
   note_freed(loc, stamp, cap);  // its whole pages may go back to the OS
+  if (!compact_wanted_ && compaction_due()) {
+    compact_wanted_ = true;  // (compact() lowers it)
+    want_round();
+  }
 }
 
 /// release() of a record whose payload passes what a free record's 32-bit

@@ -105,10 +105,14 @@ void OffHeapStore<P>::start_maintenance() {
             work = work || n != 0;
           }
         }
-        // Freed pages back to the OS (the frees above queued theirs).
+        // Sparse chunks emptied (compaction.hpp), then freed pages back to
+        // the OS (the frees above queued theirs).
         for (Shard& s : shards_) {
           if (s.next_due() > now) continue;
           bool more = false;
+          if (s.compact(kCompactSlice, &more) != 0) work = true;
+          backlog = backlog || more;
+          more = false;
           if (s.release_pages(kReleaseSlice, &more) != 0) work = true;
           backlog = backlog || more;
         }

@@ -54,8 +54,25 @@ std::string Shard<P>::verify() const {
     return std::binary_search(pending.begin(), pending.end(), l.raw());
   };
   for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
+    if (journal_.emptied(c)) {
+      // Compaction emptied it: free pieces on no list, to the chunk's end.
+      const std::uint64_t size = journal_.chunk_size(c);
+      std::uint64_t off = 0;
+      while (off < size) {
+        const record::Meta m = record::read_meta(journal_.at(Location::make(c, off)));
+        if (m.state() != record::State::free || !FreeLists::valid_capacity(m.capacity()) ||
+            record::kHeaderBytes + m.capacity() > size - off) {
+          return "chunk " + std::to_string(c) + " offset " + std::to_string(off) +
+                 ": an emptied chunk holds something other than its free pieces";
+        }
+        off += record::kHeaderBytes + m.capacity();
+      }
+      if (c >= journal_.tail_chunk()) return "chunk " + std::to_string(c) + ": emptied, at or past the tail";
+      continue;
+    }
     bool prev_is_free = false;
     std::uint64_t prev_cap = 0;
+    std::uint64_t chunk_free = 0;  // headers included, as FreeLists::chunk_free() counts
     for (Location loc = Location::make(c, 0);;) {
       const std::byte* rec = journal_.record_after(loc, 0);
       if (rec == nullptr || record::read_stamp(rec) == 0) break;
@@ -76,6 +93,7 @@ std::string Shard<P>::verify() const {
       if (m.state() == record::State::free) {
         ++free_records;
         free_bytes += m.capacity();
+        chunk_free += record::kHeaderBytes + m.capacity();
       } else if (m.state() == record::State::dead ||
                  (m.state() == record::State::live && is_pending(loc))) {
         if (!is_pending(loc)) return where + "dead record not waiting to be freed";
@@ -90,6 +108,10 @@ std::string Shard<P>::verify() const {
       prev_is_free = m.state() == record::State::free;
       prev_cap = m.capacity();
       loc = Location::make(c, next);
+    }
+    if (free_.chunks_known() && free_.chunk_free(c) != chunk_free) {
+      return "chunk " + std::to_string(c) + ": its free records hold " + std::to_string(chunk_free) +
+             " bytes; the free lists' count per chunk says " + std::to_string(free_.chunk_free(c));
     }
   }
   if (free_records != free_.total_records() || free_bytes != free_.total_bytes()) {

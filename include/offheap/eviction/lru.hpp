@@ -48,6 +48,19 @@ class Lru {
     }
     bytes_ += h.bytes;
   }
+  /// The record moved from old.loc to h.loc (compaction): its node keeps
+  /// its place in the order.
+  template <class Host>
+  void relocate(const Handle& old, const Handle& h, Host& host) {
+    const std::uint32_t n = nodes_.find(old.loc);
+    if (n == detail::NodeLists::kNone) {
+      replace(old, h, host);
+      return;
+    }
+    nodes_.rekey(n, h.loc, h.stamp);
+    bytes_ += h.bytes;
+    bytes_ -= old.bytes;
+  }
   template <class Host>
   void forget(const Handle& h, Host&) noexcept {
     const std::uint32_t n = nodes_.find(h.loc);

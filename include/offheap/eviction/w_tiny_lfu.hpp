@@ -143,6 +143,20 @@ class WTinyLfu {
     sketch_.increment(h.hash);
   }
 
+  /// The record moved from old.loc to h.loc (compaction): its node keeps
+  /// its list and place, and the sketch counts no access.
+  template <class Host>
+  void relocate(const Handle& old, const Handle& h, Host& host) {
+    const std::uint32_t n = nodes_.find(old.loc);
+    if (n == detail::NodeLists::kNone) {
+      replace(old, h, host);
+      return;
+    }
+    const unsigned list = nodes_.node(n).list;
+    nodes_.rekey(n, h.loc, h.stamp);
+    bytes_[list] += h.bytes;
+    bytes_[list] -= old.bytes;
+  }
   template <class Host>
   void forget(const Handle& h, Host&) noexcept {
     const std::uint32_t n = nodes_.find(h.loc);

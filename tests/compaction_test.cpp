@@ -353,7 +353,7 @@ TEST_CASE("A file-backed store compacting under SIGKILL reopens with every key a
       ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   REQUIRE(shared != MAP_FAILED);
   const std::uint32_t keys = kSanitized ? 800 : 3000;
-  const int kills = kSanitized ? 3 : 8;
+  const int kills = kSanitized ? 3 : 9;
   offheap_test::TempDir dir;
   offheap::Options o = churn_options();
   o.path = dir / "store";
@@ -371,6 +371,10 @@ TEST_CASE("A file-backed store compacting under SIGKILL reopens with every key a
   std::uint64_t emptied_seen = 0;
   for (int round = 0; round < kills; ++round) {
     new (shared) std::atomic<std::uint64_t>(0);
+    // Every mode: each syncs the copies before the old records change.
+    o.durability = round % 3 == 0   ? offheap::Durability::periodic
+                   : round % 3 == 1 ? offheap::Durability::on_close
+                                    : offheap::Durability::every_write;
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {

@@ -376,7 +376,7 @@ class OffHeapStore {
     }
     if (!files_ || (!files_->read_only && !files_->closed.load())) {
       for (Shard& s : shards_) {
-        s.compact(~std::uint64_t{0});
+        s.compact(~std::uint64_t{0}, nullptr, true);
         s.release_pages(~std::uint64_t{0});
       }
     }

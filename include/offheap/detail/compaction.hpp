@@ -10,20 +10,26 @@
 //      a dead marker, a removal waiting for the listener) or damage makes
 //      the chunk wait (another is tried);
 //   2. its free records leave their lists (no record moves into it);
-//   3. each live record is written afresh elsewhere (a free record or the
-//      tail's room; never a new or emptied chunk) and its slot pointed
-//      there: the move is an overwrite, which readers holding the old
-//      location meet as any overwrite (the slot no longer leads there, or
-//      the stamp moved) and retry;
-//   4. file-backed (every_write, periodic): the chunks written are synced
-//      before anything of the old records changes, so that a power loss
-//      finds every record in one place or the other (recovery keeps the
-//      higher stamp where it finds both);
+//   3. each live record is written afresh elsewhere (a free record, the
+//      tail's room, or an emptied chunk no larger; never a new chunk) and
+//      its slot pointed there: the move is an overwrite, which readers
+//      holding the old location meet as any overwrite (the slot no longer
+//      leads there, or the stamp moved) and retry (a RecordView of it
+//      turns stale, as after an update);
+//   4. file-backed (every mode): the chunks written are synced before
+//      anything of the old records changes, so that a power loss finds
+//      every record in one place or the other (recovery keeps the higher
+//      stamp where it finds both); then every moved record's header turns
+//      free (recovery, stepping over torn bytes, meets no old record);
 //   5. the chunk becomes one free record (in pieces of at most 4 GiB) on no
 //      list, the index generation moves (record starts are gone), it is
-//      marked emptied (file-backed: in its header page, synced in those
-//      modes), and its pages go back to the OS: MADV_DONTNEED, and for a
-//      file a hole punched (FALLOC_FL_PUNCH_HOLE): its disk blocks too.
+//      marked emptied (file-backed: in its header page, synced), and its
+//      pages go back to the OS: MADV_DONTNEED, and for a file a hole
+//      punched (FALLOC_FL_PUNCH_HOLE): its disk blocks too.
+//
+// An open trusts an emptied mark only before the tail and over the layout
+// step 5 leaves (Journal::emptied_layout); a writable recovery reserves
+// every other chunk's blocks again (a hole under a mark that was lost).
 //
 // An emptied chunk keeps its address range (readers may hold locations in
 // it: they read zeros, which no stamp accepts), is counted apart from
@@ -41,6 +47,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 namespace offheap::detail {
@@ -55,13 +62,23 @@ bool Shard<P>::compaction_due() const noexcept {
 }
 
 template <class P>
-std::uint64_t Shard<P>::compact(std::uint64_t max_bytes, bool* more) {
+std::uint64_t Shard<P>::compact(std::uint64_t max_bytes, bool* more, bool now_anyway) {
   const WriteLock guard(*this);
   if (more != nullptr) *more = false;
-  compact_wanted_ = false;
   const std::uint64_t now = now_ms();
-  if (now < compact_retry_ms_ || !compaction_due()) return 0;
-  if (!free_.chunks_known()) free_.recount_chunks();  // may throw; nothing has changed yet
+  // (While it waits, release() asks for no round: compact_wanted_ stays.)
+  if (now < compact_retry_ms_ && !now_anyway) return 0;
+  compact_wanted_ = false;
+  // A failed sync: the store refuses writes; nothing more is moved.
+  if (!compaction_due() || (sync_error_ != nullptr && sync_error_->load(std::memory_order_relaxed) != 0)) return 0;
+  if (!free_.chunks_known()) {
+    try {
+      free_.recount_chunks();
+    } catch (const Error&) {
+      compact_retry_ms_ = now + kCompactRetryMs;  // no memory for the count: later
+      return 0;
+    }
+  }
   std::uint64_t moved = 0;
   std::uint32_t waiting[8];  // chunks that must wait (a record waiting to be freed, damage)
   unsigned waits = 0;
@@ -70,14 +87,23 @@ std::uint64_t Shard<P>::compact(std::uint64_t max_bytes, bool* more) {
     std::uint32_t victim = journal_.chunks();
     double best = 1.0 / compact_factor_;
     for (std::uint32_t c = 0; c < journal_.tail_chunk() && c < journal_.chunks(); ++c) {
+      if (journal_.emptied(c) || std::find(waiting, waiting + waits, c) != waiting + waits) continue;
+      const std::uint64_t free = std::min(free_.chunk_free(c), journal_.chunk_size(c));
+      // A chunk found waiting (a record waiting to be freed, damage) is
+      // examined again only once its free space has changed.
+      if (std::find(std::begin(waited_), std::end(waited_), (std::uint64_t{c} << 48) | free) != std::end(waited_)) {
+        continue;
+      }
       // Free space in a few records is not fragmented (a chunk just taken
       // back is one free record being filled): writers use it as it is.
-      if (journal_.emptied(c) || free_.chunk_free_records(c) < kCompactMinHoles ||
-          std::find(waiting, waiting + waits, c) != waiting + waits) {
+      // A chunk with nothing else in it is emptied at no cost, unless a
+      // chunk was taken back lately (it would be taken back again soon).
+      if (free_.chunk_free_records(c) < kCompactMinHoles &&
+          (journal_.chunk_size(c) - free >= record::kMinRecord || now < revived_ms_ + 10 * kCompactRetryMs)) {
         continue;
       }
       const double size = static_cast<double>(journal_.chunk_size(c));
-      const double used = size - static_cast<double>(std::min(free_.chunk_free(c), journal_.chunk_size(c)));
+      const double used = size - static_cast<double>(free);
       if (used / size < best) {
         best = used / size;
         victim = c;
@@ -87,6 +113,8 @@ std::uint64_t Shard<P>::compact(std::uint64_t max_bytes, bool* more) {
     const Evacuated e = evacuate(victim);
     moved += e.moved;
     if (e.outcome == Evacuated::waits) {
+      waited_[waited_next_++ % std::size(waited_)] =
+          (std::uint64_t{victim} << 48) | std::min(free_.chunk_free(victim), journal_.chunk_size(victim));
       if (waits == std::size(waiting)) break;
       waiting[waits++] = victim;
       continue;
@@ -159,7 +187,7 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
     try {
       if constexpr (kEvicts) policy_.reserve();
       if (deadline != 0) wheel_.reserve_one();
-      s = allocate(need, false);
+      s = allocate(need, false, journal_.chunk_size(c));  // an emptied chunk only if no larger
     } catch (const Error&) {
       s.loc = Location::none();  // no memory for the policy, the wheel or the free lists' count
     }
@@ -172,7 +200,7 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
     const Index::Found f = index_.find(h, [&](Location l) { return l == loc; });
     const std::uint64_t old_stamp = record::read_stamp(rec);
     write_record(s, key, value, m.type, record::State::live, deadline);
-    if (durable_) record::set_policy_bits(s.rec, m.policy_bits());
+    if (durable_ && kEvicts) record::set_policy_bits(s.rec, index_.bits(f.slot));  // (a copy of the slot's)
     index_.update(f.slot, s.loc);  // release: readers find the copy whole
     if constexpr (kEvicts) {
       cache_replaced(eviction::Handle{loc.raw(), old_stamp, h, kHeader + cap}, f.slot, s.loc, h, true);
@@ -187,20 +215,42 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
     hi = std::max(hi, s.loc.chunk());
     off += kHeader + cap;
   }
-  // 4. The copies are on disk before the old records change.
-  if (durable_ && (sync_each_ || defer_frees_) && lo <= hi) {
+  // 4. File-backed, in every mode: the copies are on disk before anything
+  // of the old records changes (a record durable at the last sync() must
+  // survive a power loss, wherever compaction moved it since).
+  if (durable_ && lo <= hi) {
     for (std::uint32_t d = lo; d <= hi; ++d) {
       if (d == c) continue;
       if (const int err = journal_.sync_chunk(d)) {
         // The old records stay as they are (recovery prefers the copies);
-        // the store refuses writes from now on.
+        // the chunk's free records go back on their lists; the store
+        // refuses writes from now on.
         note_sync_error(err);
+        for (std::uint64_t off = 0; end - off >= record::kMinRecord;) {
+          const record::Meta m = record::read_meta(base + off);
+          if (m.state() == record::State::free) {
+            free_.push(base + off, Location::make(c, off), m.capacity(), next_stamp(), m.prev_free());
+          }
+          off += kHeader + m.capacity();
+        }
         return {Evacuated::no_room, out.moved};
       }
     }
   }
   if (durable_) journal_.mark_dirty(c);
   index_.invalidate_readers();  // record starts inside the chunk are going
+  // 4'. No moved record's header stays live (recovery steps through free
+  // space word by word after a torn record: it must meet no old record of
+  // a key removed since).
+  for (std::uint64_t off = 0; (durable_ || out.outcome == Evacuated::no_room) && off < stop &&
+                              end - off >= record::kMinRecord;) {
+    std::byte* rec = base + off;
+    const record::Meta m = record::read_meta(rec);
+    if (m.state() == record::State::live) {
+      record::write_free(rec, next_stamp(), m.capacity(), Location::none(), Location::none(), m.prev_free());
+    }
+    off += kHeader + m.capacity();
+  }
   if (out.outcome == Evacuated::no_room) {
     // 5'. Not emptied: the free records and the moved records' old places
     // go back on the lists, merged into runs; the records not moved stay.
@@ -210,7 +260,7 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
       std::byte* rec = base + off;
       const record::Meta m = record::read_meta(rec);
       const std::uint64_t bytes = kHeader + m.capacity();
-      const bool stays = m.state() == record::State::live && off >= stop;
+      const bool stays = m.state() == record::State::live;  // (the moved ones are free now)
       if (!stays) {
         if (run == end) run = off;
       } else {
@@ -235,7 +285,8 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
   }
   journal_.set_emptied(c, true);
   ++emptied_events_;
-  if (journal_.files() != nullptr && (sync_each_ || defer_frees_)) {
+  if (journal_.files() != nullptr) {
+    // The pieces and the mark on disk before the hole (every mode).
     if (const int err = journal_.sync_chunk(c)) {
       note_sync_error(err);  // the blocks stay reserved
       return out;
@@ -257,19 +308,23 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
 }
 
 template <class P>
-bool Shard<P>::revive_chunk(std::uint64_t bytes) noexcept {
+bool Shard<P>::revive_chunk(std::uint64_t bytes, std::uint64_t most) noexcept {
   const std::uint32_t c = journal_.emptied_fitting(bytes);
-  if (c == journal_.chunks()) return false;
+  if (c == journal_.chunks() || journal_.chunk_size(c) > most) return false;
   // A file's blocks are reserved again first: no store through the mapping
   // may meet a full disk.
   if (journal_.files() != nullptr && journal_.chunk_blocks(c, 0, journal_.chunk_size(c), false) != 0) {
     return false;
   }
   journal_.set_emptied(c, false);
-  // The same pieces as the emptied record (no record start goes), now on lists.
+  // The same pieces as the emptied record, now on lists. (The generation
+  // moves all the same: no reader concludes anything from what it read
+  // there before.)
+  index_.invalidate_readers();
   push_free_range(Location::make(c, 0), journal_.chunk_start(c), journal_.chunk_size(c), false,
                   next_stamp());
   ++revived_events_;
+  revived_ms_ = now_ms();
   return true;
 }
 

@@ -94,7 +94,9 @@ class FreeLists {
   /// reopened from its state files, the free records were never read, and
   /// a damaged file may hold anything there.
   bool sound(Location loc, unsigned c) const noexcept {
-    if (loc.is_none() || loc.chunk() >= journal_.chunks()) return false;
+    // (An emptied chunk's free pieces are on no list: a list that leads
+    // there is a damaged file's.)
+    if (loc.is_none() || loc.chunk() >= journal_.chunks() || journal_.emptied(loc.chunk())) return false;
     const std::uint64_t size = journal_.records_end(loc.chunk());  // never past the tail
     if (loc.offset() > size || size - loc.offset() < record::kMinRecord) return false;
     const std::byte* rec = journal_.at(loc);
@@ -358,7 +360,7 @@ class FreeLists {
       r += r < 0xFFFF ? 1 : 0;
     } else {
       n -= bytes <= n ? bytes : n;
-      r -= r != 0 && r < 0xFFFF ? 1 : 0;
+      r -= r != 0 ? 1 : 0;  // (from a saturated count too: an estimate of "many")
     }
     w = (n & kBytesMask) | r << 48;
   }

@@ -295,6 +295,57 @@ class Journal {
       mark_dirty(c);
     }
   }
+  /// Whether chunk c holds what compaction leaves in an emptied chunk:
+  /// free records linked to nothing, each with its footer, end to end to
+  /// the chunk's end (pieces of at most 4 GiB). An emptied mark is trusted
+  /// only then (a damaged or forged one over records is not).
+  bool emptied_layout(std::uint32_t c) const noexcept {
+    const std::uint64_t size = chunk_size(c);
+    for (std::uint64_t off = 0; off < size;) {
+      if (size - off < record::kMinRecord) return false;
+      const std::byte* rec = chunk_base(c) + off;
+      const record::Meta m = record::read_meta(rec);
+      const std::uint64_t cap = m.value_len;
+      if (m.state() != record::State::free || m.key_len != 0 || cap < record::kMinPayload || cap % 8 != 0 ||
+          cap > size - off - record::kHeaderBytes || !record::free_next(rec).is_none() ||
+          !record::free_prev(rec).is_none() ||
+          load_relaxed(record::payload_words(rec) + cap / 8 - 1) != (cap == record::kMinPayload
+                                                                         ? Location::none().raw()
+                                                                         : (cap << 1 | 1))) {
+        return false;
+      }
+      off += record::kHeaderBytes + cap;
+    }
+    return true;
+  }
+  /// Recovery and a clean open: forgets emptied marks at or past chunk
+  /// `from` (damage: compaction empties chunks before the tail only) and
+  /// those over anything but an emptied chunk's layout (file-backed and
+  /// writable: in the header too).
+  void check_emptied(std::uint32_t from, bool writable) noexcept {
+    for (std::uint32_t c = 0; c < chunks_; ++c) {
+      if (!emptied(c) || (c < from && emptied_layout(c))) continue;
+      if (writable) {
+        set_emptied(c, false);
+      } else {
+        emptied_[c / 64] &= ~(std::uint64_t{1} << (c % 64));
+        emptied_bytes_ -= chunk_size(c);
+        --emptied_count_;
+      }
+    }
+  }
+  /// Writable recovery: reserves the disk blocks of every chunk not
+  /// emptied (a hole left by an emptied mark that was lost must not meet a
+  /// store through the mapping on a full disk). Returns 0 or the first
+  /// errno.
+  int reserve_all_blocks() const noexcept {
+    int err = 0;
+    for (std::uint32_t c = 0; c < chunks_ && files() != nullptr; ++c) {
+      if (emptied(c)) continue;
+      if (const int e = chunk_blocks(c, 0, chunk_size(c), false); e != 0 && err == 0) err = e;
+    }
+    return err;
+  }
   /// The smallest emptied chunk of at least `bytes`, or chunks() if none.
   std::uint32_t emptied_fitting(std::uint64_t bytes) const noexcept {
     std::uint32_t best = chunks_;
@@ -310,7 +361,9 @@ class Journal {
   std::uint64_t emptied_bytes() const noexcept { return emptied_bytes_; }
   std::uint32_t emptied_chunks() const noexcept { return emptied_count_; }
   /// used_bytes() outside emptied chunks.
-  std::uint64_t active_bytes() const noexcept { return used_bytes_ - emptied_bytes_; }
+  std::uint64_t active_bytes() const noexcept {
+    return used_bytes_ > emptied_bytes_ ? used_bytes_ - emptied_bytes_ : 0;
+  }
   /// Whether append(bytes) would fit the tail chunk (map nothing, revive nothing).
   bool tail_fits(std::uint64_t bytes) const noexcept {
     return tail_chunk_ < chunks_ && chunk_size(tail_chunk_) - tail_offset_ >= bytes;

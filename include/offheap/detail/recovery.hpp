@@ -58,9 +58,12 @@ typename Shard<P>::Recovery Shard<P>::recover(bool writable) {
   free_.reserve_chunks(chunks);  // (may throw: nothing has changed yet)
   // A chunk compaction emptied (format::kEmptiedMarkOffset) holds no
   // records, and its space (a hole in the file) goes on no list. Only
-  // before the tail: a mark at or past it is damage, and not trusted.
-  for (std::uint32_t c = tail < chunks ? tail : 0; c < chunks; ++c) {
-    if (journal_.emptied(c) && writable) journal_.set_emptied(c, false);
+  // before the tail, over an emptied chunk's layout: another mark is
+  // damage, not trusted (the chunk is scanned). Every other chunk's disk
+  // blocks are reserved (a hole under a lost mark), or writes are refused.
+  journal_.check_emptied(tail < chunks ? tail : 0, writable);
+  if (writable) {
+    if (const int err = journal_.reserve_all_blocks()) note_sync_error(err);
   }
   for (std::uint32_t c = 0; tail < chunks && c < tail; ++c) {  // none if no chunk holds records
     used += journal_.chunk_size(c);

@@ -345,8 +345,9 @@ class alignas(64) Shard {
   bool compaction_due() const noexcept;
   /// Empties the sparsest chunks until that is no longer so, or about
   /// `max_bytes` were moved; returns the bytes moved. `more`: work is
-  /// left. Takes the lock.
-  std::uint64_t compact(std::uint64_t max_bytes, bool* more = nullptr);
+  /// left. After a round that could do nothing more, the next waits a
+  /// second, unless `now_anyway` (maintain()). Takes the lock.
+  std::uint64_t compact(std::uint64_t max_bytes, bool* more = nullptr, bool now_anyway = false);
 
   /// Drops every record. The index is replaced by an empty table (the old
   /// one retired as after growth; emptied in place if no memory is left),
@@ -652,9 +653,9 @@ class alignas(64) Shard {
                         std::string_view key, std::string_view value, std::uint8_t type,
                         std::uint64_t deadline) noexcept;
   /// Room for a record of `need` payload bytes: a free record, an emptied
-  /// chunk brought back, or the tail (a new chunk only if `grow`; else a
-  /// none location when nothing else has room).
-  Slot allocate(std::uint64_t need, bool grow = true);
+  /// chunk of at most `revive_most` bytes brought back, or the tail (a new
+  /// chunk only if `grow`; else a none location when nothing else has room).
+  Slot allocate(std::uint64_t need, bool grow = true, std::uint64_t revive_most = ~std::uint64_t{0});
   void push_free_range(Location l, std::byte* r, std::uint64_t bytes, bool prev_free,
                        std::uint64_t stamp) noexcept;
   void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
@@ -665,7 +666,7 @@ class alignas(64) Shard {
     std::uint64_t moved = 0;  // journal bytes written elsewhere
   };
   Evacuated evacuate(std::uint32_t c);
-  bool revive_chunk(std::uint64_t bytes) noexcept;
+  bool revive_chunk(std::uint64_t bytes, std::uint64_t most) noexcept;
   static constexpr std::uint64_t kCompactFloor = std::uint64_t{1} << 20;
   static constexpr std::uint64_t kCompactRetryMs = 1000;
   static constexpr std::uint64_t kCompactMinHoles = 8;  // free records a chunk needs to be emptied
@@ -848,6 +849,9 @@ class alignas(64) Shard {
   double compact_factor_;
   std::uint64_t compact_retry_ms_ = 0;  // no compaction before (ms, the store's clock)
   bool compact_wanted_ = false;         // release() asked for a round
+  std::uint64_t revived_ms_ = 0;        // when a writer last took an emptied chunk back
+  std::uint64_t waited_[16] = {};       // chunk << 48 | its free bytes, when it had to wait
+  unsigned waited_next_ = 0;
   std::uint64_t compacted_records_ = 0;
   std::uint64_t compacted_bytes_ = 0;
   std::uint64_t emptied_events_ = 0;

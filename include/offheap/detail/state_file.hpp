@@ -165,17 +165,20 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
     why = path + " holds free-list heads outside the chunks";
     return false;
   }
+  // Emptied chunks (compaction.hpp): before the tail, over the layout
+  // compaction leaves; a mark anywhere else is damage (a rebuild trusts
+  // none of it either).
+  for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
+    if (journal_.emptied(c) && (c >= h.tail_chunk || !journal_.emptied_layout(c))) {
+      why = path + " goes with a chunk marked emptied that is not (chunk " + std::to_string(c) + ")";
+      return false;
+    }
+  }
   // From here on the state is adopted.
   index_.adopt(t, h.index_full, h.index_tombstones);
   std::uint64_t used = h.tail_offset;
   for (std::uint32_t c = 0; c < h.tail_chunk && c < journal_.chunks(); ++c) used += journal_.chunk_size(c);
   journal_.set_tail(static_cast<std::uint32_t>(h.tail_chunk), h.tail_offset, used);
-  // An emptied mark at or past the tail is damage (compaction empties
-  // chunks before it only): not trusted.
-  for (std::uint32_t c = static_cast<std::uint32_t>(std::min<std::uint64_t>(h.tail_chunk, journal_.chunks()));
-       c < journal_.chunks(); ++c) {
-    if (journal_.emptied(c) && !journal_.files()->read_only) journal_.set_emptied(c, false);
-  }
   stamp_ = h.stamp;
   records_.store(h.records, std::memory_order_relaxed);
   key_value_bytes_ = h.key_value_bytes;

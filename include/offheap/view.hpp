@@ -39,7 +39,8 @@ class OffHeapStore;
 /// What became of the record a view was taken of.
 enum class ViewStatus : std::uint8_t {
   live,     ///< the record is unchanged
-  updated,  ///< the key now holds another record (a newer value)
+  updated,  ///< the key now holds another record (a newer value, or the
+            ///< same record moved by compaction: refresh() views it)
   removed,  ///< the key is gone (or the view is empty)
 };
 

@@ -147,7 +147,10 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
     const std::uint64_t cap = m.capacity();
     if (kHeader + cap > end - off) return {Evacuated::waits, 0};  // damage: left as it is
     if (m.state() == record::State::free) {
-      if (!FreeLists::valid_capacity(cap) || !free_.sound(loc, FreeLists::class_of(cap))) {
+      // On its list (one a damaged file's list dropped is not: unlinking
+      // it would drop its class's healthy list).
+      if (!FreeLists::valid_capacity(cap) || !free_.sound(loc, FreeLists::class_of(cap)) ||
+          !free_.links_sound(loc, FreeLists::class_of(cap), record::free_next(rec), record::free_prev(rec))) {
         return {Evacuated::waits, 0};
       }
     } else if (m.state() == record::State::live) {
@@ -169,7 +172,9 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
   }
   // 3. Move each live record, in order; `stop`: the first one not moved.
   std::uint64_t stop = end;
-  std::uint32_t lo = ~0u, hi = 0;  // the chunks written to
+  std::uint32_t lo = ~0u, hi = 0;  // the chunks written to: [lo, hi], and the first few of them
+  std::uint32_t written[32];
+  unsigned n_written = 0;
   for (std::uint64_t off = 0; end - off >= record::kMinRecord;) {
     const Location loc = Location::make(c, off);
     std::byte* rec = base + off;
@@ -213,13 +218,22 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
     out.moved += kHeader + s.capacity;
     lo = std::min(lo, s.loc.chunk());
     hi = std::max(hi, s.loc.chunk());
+    if (n_written <= std::size(written) &&
+        std::find(written, written + std::min<unsigned>(n_written, std::size(written)), s.loc.chunk()) ==
+            written + std::min<unsigned>(n_written, std::size(written))) {
+      if (n_written < std::size(written)) written[n_written] = s.loc.chunk();
+      ++n_written;  // past the array's size: the whole range [lo, hi] is synced
+    }
     off += kHeader + cap;
   }
   // 4. File-backed, in every mode: the copies are on disk before anything
   // of the old records changes (a record durable at the last sync() must
   // survive a power loss, wherever compaction moved it since).
   if (durable_ && lo <= hi) {
-    for (std::uint32_t d = lo; d <= hi; ++d) {
+    const bool few = n_written <= std::size(written);  // else every chunk in [lo, hi]
+    const std::uint32_t count = few ? n_written : hi - lo + 1;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::uint32_t d = few ? written[i] : lo + i;
       if (d == c) continue;
       if (const int err = journal_.sync_chunk(d)) {
         // The old records stay as they are (recovery prefers the copies);
@@ -272,6 +286,12 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
     }
     // To the last record's end (a rest under kMinRecord after it stays unused).
     if (run != end) push_free_range(Location::make(c, run), base + run, off - run, false, next_stamp());
+    // The moved records' free headers on disk now (every_write: a later
+    // removal of a copy syncs only the copy; the original must not come
+    // back after a power loss).
+    if (durable_) {
+      if (const int err = journal_.sync_chunk(c)) note_sync_error(err);
+    }
     return out;
   }
   // 5. Emptied: one free record on no list, its pages back to the OS.

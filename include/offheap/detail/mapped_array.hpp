@@ -52,7 +52,14 @@ class MappedArray {
       throw Error(Errc::out_of_space, store_ + ": " + what_ + " holds 2^32 - 1 entries, its most");
     }
     if (size_ < segments_ * kPerSegment) return;
-    if (dir_ == nullptr) dir_ = reinterpret_cast<T**>(map_anonymous(kDirBytes, store_, what_));
+    if (dir_ == nullptr) {
+      dir_ = reinterpret_cast<T**>(map_anonymous(kDirBytes, store_, what_));
+#if defined(MADV_NOHUGEPAGE)
+      // Address space touched a page at a time: a huge page here would
+      // make its first entry cost 2 MiB of memory.
+      ::madvise(dir_, kDirBytes, MADV_NOHUGEPAGE);
+#endif
+    }
     dir_[segments_] = reinterpret_cast<T*>(map_anonymous(kSegmentBytes, store_, what_));
     ++segments_;
   }

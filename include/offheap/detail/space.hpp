@@ -42,7 +42,7 @@ void Shard<P>::rewrite_in_place(Location loc, std::byte* rec, std::uint64_t cap,
 template <class P>
 typename Shard<P>::Slot Shard<P>::allocate(std::uint64_t need, bool grow, std::uint64_t revive_most) {
   FreeLists::Taken t = free_.take(need);
-  if (t.loc.is_none() && journal_.emptied_chunks() != 0 &&
+  if (t.loc.is_none() && journal_.emptied_chunks() != 0 && need <= record::kMaxFreeCapacity &&
       !journal_.tail_fits(record::kHeaderBytes + need) && revive_chunk(record::kHeaderBytes + need, revive_most)) {
     t = free_.take(need);  // an emptied chunk before a new one (compaction.hpp)
   }

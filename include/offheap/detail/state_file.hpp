@@ -155,6 +155,16 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   t->next_retired = nullptr;
   t->retire_tag = 0;
   t->from_file = 1;  // replaced: zero_pages() over it, not MADV_DONTNEED (index.hpp)
+  // Emptied chunks (compaction.hpp): before the tail, over the layout
+  // compaction leaves; a mark anywhere else is damage (a rebuild trusts
+  // none of it either).
+  for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
+    if (journal_.emptied(c) && (c >= h.tail_chunk || !journal_.emptied_layout(c))) {
+      unmap(map, h.index_bytes);
+      why = path + " goes with a chunk marked emptied that is not (chunk " + std::to_string(c) + ")";
+      return false;
+    }
+  }
   const std::uint64_t old_records = free_.total_records(), old_bytes = free_.total_bytes();
   std::vector<std::uint64_t> old_table(table.size());
   std::memcpy(old_table.data(), free_.table_bytes(), h.free_table_bytes);
@@ -164,15 +174,6 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
     unmap(map, h.index_bytes);
     why = path + " holds free-list heads outside the chunks";
     return false;
-  }
-  // Emptied chunks (compaction.hpp): before the tail, over the layout
-  // compaction leaves; a mark anywhere else is damage (a rebuild trusts
-  // none of it either).
-  for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
-    if (journal_.emptied(c) && (c >= h.tail_chunk || !journal_.emptied_layout(c))) {
-      why = path + " goes with a chunk marked emptied that is not (chunk " + std::to_string(c) + ")";
-      return false;
-    }
   }
   // From here on the state is adopted.
   index_.adopt(t, h.index_full, h.index_tombstones);

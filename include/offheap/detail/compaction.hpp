@@ -298,8 +298,7 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
   const std::uint64_t size = journal_.chunk_size(c);
   const std::uint64_t stamp = next_stamp();
   for (std::uint64_t off = 0; off < size;) {
-    std::uint64_t piece = std::min(size - off, kHeader + record::kMaxFreeCapacity);
-    if (size - off - piece != 0 && size - off - piece < record::kMinRecord) piece -= record::kMinRecord;
+    const std::uint64_t piece = record::free_piece(size - off);  // as revive_chunk() will push them
     record::write_free(base + off, stamp, piece - kHeader, Location::none(), Location::none(), off != 0);
     off += piece;
   }

@@ -256,6 +256,16 @@ inline void write_free(std::byte* rec, std::uint64_t new_stamp, std::uint64_t ca
   end_write(rec, new_stamp);
 }
 
+/// The first of the free records that cover `bytes` (>= kMinRecord) of
+/// free space: as much as the 32-bit capacity says, leaving the rest
+/// either nothing or room for another free record. Every cover of a range
+/// (Shard::push_free_range, compaction's emptied chunks) cuts it the same.
+constexpr std::uint64_t free_piece(std::uint64_t bytes) noexcept {
+  std::uint64_t piece = bytes < kHeaderBytes + kMaxFreeCapacity ? bytes : kHeaderBytes + kMaxFreeCapacity;
+  if (bytes - piece != 0 && bytes - piece < kMinRecord) piece -= kMinRecord;
+  return piece;
+}
+
 /// The capacity of the free record whose last payload word is `footer`.
 constexpr std::uint64_t capacity_from_footer(std::uint64_t footer) noexcept {
   return (footer & 1) != 0 && footer != ~std::uint64_t{0} ? footer >> 1 : kMinPayload;

@@ -78,8 +78,7 @@ void Shard<P>::push_free_range(Location l, std::byte* r, std::uint64_t bytes, bo
                      std::uint64_t stamp) noexcept {
   if (durable_) journal_.mark_dirty(l.chunk());
   while (bytes != 0) {
-    std::uint64_t piece = std::min(bytes, record::kHeaderBytes + record::kMaxFreeCapacity);
-    if (bytes - piece != 0 && bytes - piece < record::kMinRecord) piece -= record::kMinRecord;
+    const std::uint64_t piece = record::free_piece(bytes);
     free_.push(r, l, piece - record::kHeaderBytes, stamp, prev_free);
     note_freed(l, stamp, piece - record::kHeaderBytes);
     prev_free = true;

@@ -33,6 +33,7 @@
 #include "support/belady.hpp"
 #include "support/fifo_policy.hpp"
 #include "support/record_model.hpp"
+#include "support/store_name.hpp"
 #include "support/reference_lru.hpp"
 #include "support/zipf.hpp"
 
@@ -147,7 +148,7 @@ struct Subject<offheap_test::FifoPolicy> {
 // calls set_capacity).
 template <class P>
 std::uint64_t run_library_policy(const Trace& t, std::uint64_t capacity) {
-  P p(std::string("hit_ratio"));
+  P p(offheap_test::store_name("hit_ratio"));
   return simulate(p, t.ids, capacity).misses;
 }
 

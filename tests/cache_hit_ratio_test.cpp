@@ -21,6 +21,7 @@
 
 #include "support/record_model.hpp"
 #include "support/zipf.hpp"
+#include "support/store_name.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -62,7 +63,7 @@ struct PolicyName<offheap::eviction::WTinyLfu> {
 template <class P>
 class SampledHits : public P {
  public:
-  SampledHits(const char* name, double keep) : P(name), keep_(keep) {}
+  SampledHits(const char* name, double keep) : P(offheap_test::store_name(name)), keep_(keep) {}
   template <class Host>
   void hit(const offheap::eviction::Handle& h, Host& host) {
     if (rng_.unit() < keep_) P::hit(h, host);
@@ -89,7 +90,7 @@ TEMPLATE_TEST_CASE("A cache with two threads and maintenance misses as its polic
   const std::uint64_t objects = 100000, requests = 1000000, cached = 10000;
   const std::vector<std::uint64_t> trace = offheap_test::zipf_trace(objects, 1.0, requests);
 
-  typename TestType::Policy reference("reference");
+  typename TestType::Policy reference(offheap_test::store_name("reference"));
   const double want = offheap_test::simulate(reference, trace, cached * kRecordBytes, kRecordBytes).miss_ratio();
 
   offheap::Options o;

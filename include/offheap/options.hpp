@@ -169,6 +169,29 @@ struct Options {
   /// above the factor (set max_chunk_bytes to a small share of a shard's
   /// data where that matters). 0: never. Range: 0, or 1.1 - 100.
   double compaction_factor = 1.5;
+
+  /// A hard ceiling on the bytes the store maps, everything counted: journal
+  /// chunks (free space in them and emptied chunks included: their address
+  /// ranges stay mapped), chunk tables, the index and the replaced index
+  /// tables kept for readers (up to three times the current table's size
+  /// just after growth), free-list tables, the eviction policy's
+  /// structures, the expiry wheel and the read counters; in file-backed
+  /// stores the chunk files' and the saved index's mappings. Nothing is
+  /// mapped that would pass it (Stats::memory_mapped_bytes <=
+  /// memory_limit_bytes at every moment). A write that would need more:
+  /// a cache evicts from the writer's shard (by its policy) until the
+  /// record fits in space already mapped, and gives up with
+  /// Errc::out_of_space only when nothing is left to evict or what is
+  /// missing is not record space (an index that must grow, a policy
+  /// structure); a store refuses it with Errc::out_of_space and keeps
+  /// every record. Opening needs the fixed part (per shard: an index table,
+  /// the free-list and chunk tables; per store: read counters) and, for a
+  /// store on disk, its chunk files' size: Errc::out_of_space otherwise.
+  /// Growing the index needs the old and the new table at once: pre-size
+  /// it with expected_entries where the limit is tight. A cache's
+  /// capacity_bytes may not be more than the limit (Errc::invalid_argument):
+  /// its policy's structures are sized from it. 0: no limit.
+  std::uint64_t memory_limit_bytes = 0;
 };
 
 }  // namespace offheap

@@ -78,6 +78,11 @@ struct Stats {
   std::uint64_t compacted_bytes = 0;    ///< their journal bytes
   std::uint64_t chunks_emptied = 0;     ///< times compaction emptied a chunk
   std::uint64_t chunks_revived = 0;     ///< times a writer took an emptied chunk back
+  /// Options::memory_limit_bytes (0: none), and what counts against it:
+  /// every byte mapped, emptied chunks included (mapped_bytes +
+  /// emptied_bytes, read at one moment).
+  std::uint64_t memory_limit_bytes = 0;
+  std::uint64_t memory_mapped_bytes = 0;
   std::uint64_t release_pending = 0;  ///< free records queued to give their pages back
   std::uint64_t release_dropped = 0;  ///< queued ones dropped (the queue full: no rounds ran;
                                       ///< or the free space fell under an eighth of the journal)
@@ -100,6 +105,9 @@ struct Stats {
   // Caches (zero in a store).
   std::uint64_t capacity_bytes = 0;   ///< Options::capacity_bytes (compare live_bytes)
   std::uint64_t evictions = 0;        ///< records the policy evicted
+  /// of evictions: by writers that Options::memory_limit_bytes refused a
+  /// new chunk
+  std::uint64_t limit_evictions = 0;
   std::uint64_t policy_entries = 0;   ///< handles the policy holds (stale ones included)
   std::uint64_t policy_small_bytes = 0;      ///< S3-FIFO: small queue; W-TinyLFU: window
   std::uint64_t policy_main_bytes = 0;       ///< S3-FIFO: main queue; W-TinyLFU: main

@@ -98,10 +98,11 @@ class OffHeapStore {
   /// Error(io_error), Error(out_of_space) when the OS refuses.
   explicit OffHeapStore(Options options = {})
       : options_(detail::checked_options<Shard::kEvicts, Shard::kLocks>(std::move(options))),
+        store_name_(options_.name, options_.memory_limit_bytes),
         files_(open_files(options_)),
         hash_(options_.hash_seed ? *options_.hash_seed : detail::random_u64()),
-        counters_(options_.name),
-        shards_(options_.shards, detail::shard_config(options_, files_.get()), options_.name, hash_,
+        counters_(store_name_),
+        shards_(options_.shards, detail::shard_config(options_, files_.get()), store_name_, hash_,
                 walks_) {
     if constexpr (Shard::kEvicts) {
       // Each shard holds its share; writers pass it by at most the slack
@@ -530,6 +531,8 @@ class OffHeapStore {
       s.maintenance_lag_seconds = maintenance_->seconds_since_round();
     }
     s.mapped_bytes += detail::ReadCounters::mapped_bytes();
+    s.memory_limit_bytes = options_.memory_limit_bytes;
+    s.memory_mapped_bytes = store_name_.budget.used();
     std::erase_if(s.free_classes, [](const FreeClassStats& c) { return c.records == 0; });
     s.index_load = s.index_capacity == 0
                        ? 0.0
@@ -773,6 +776,8 @@ class OffHeapStore {
   }
 
   Options options_;
+  // The name and memory budget every part maps through (memory_budget.hpp).
+  detail::StoreName store_name_;
   std::unique_ptr<detail::StoreFiles> files_;  // null: anonymous memory
   typename P::Hash hash_;
   mutable detail::WalkGate walks_;  // for_each walks in progress

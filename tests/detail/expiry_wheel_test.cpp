@@ -6,6 +6,8 @@
 // in the heap and still come out on time.
 #include <offheap/detail/expiry.hpp>
 
+#include "support/store_name.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -19,7 +21,7 @@
 using offheap::detail::ExpiryWheel;
 
 namespace {
-const std::string kName = "wheel test";
+const offheap::detail::StoreName& kName = offheap_test::store_name("wheel test");
 
 /// A deadline `now` + a log-uniform delay of 0 ms to `max_ms`.
 std::uint64_t log_uniform(std::mt19937_64& rng, std::uint64_t now, double max_ms) {

@@ -2,6 +2,8 @@
 #include <offheap/detail/free_lists.hpp>
 #include <offheap/detail/journal.hpp>
 
+#include "support/store_name.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -33,7 +35,7 @@ TEST_CASE("size classes: 8-byte steps to 4 KiB, powers of two above", "[free_lis
 
 namespace {
 struct Fixture {
-  std::string name = "free-list test";
+  const offheap::detail::StoreName& name = offheap_test::store_name("free-list test");
   Journal journal{JournalConfig{}, name};
   FreeLists lists{journal, name};
   std::uint64_t stamp = 0;

@@ -7,6 +7,8 @@
 // which nothing ever reuses or unmaps (not even ~Index).
 #include <offheap/detail/index.hpp>
 
+#include "support/store_name.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cerrno>
@@ -32,7 +34,7 @@ bool mapped(const void* p, std::uint64_t bytes) {
 }
 
 struct Tables {
-  std::string name = "ranges test";
+  const offheap::detail::StoreName& name = offheap_test::store_name("ranges test");
   offheap::detail::WalkGate walks;
   Index index{0, name};
   std::uint64_t next = 1;

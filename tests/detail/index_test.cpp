@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <offheap/detail/index.hpp>
 
+#include "support/store_name.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -62,7 +64,7 @@ namespace {
 // A model of the store's use of the index: fake locations whose "key" is the
 // location itself, hashed by a caller-chosen function.
 struct Harness {
-  std::string name = "index test";
+  const offheap::detail::StoreName& name = offheap_test::store_name("index test");
   offheap::detail::WalkGate walks;
   Index index;
   std::map<std::uint64_t, std::uint64_t> hash_of;  // location raw -> hash

@@ -2,6 +2,8 @@
 #include <offheap/detail/journal.hpp>
 #include <offheap/detail/record.hpp>
 
+#include "support/store_name.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -22,7 +24,7 @@ struct Leftovers {
     return [this](Location l, std::byte*, std::uint64_t bytes) { seen.emplace_back(l, bytes); };
   }
 };
-const std::string kName = "journal test";
+const offheap::detail::StoreName& kName = offheap_test::store_name("journal test");
 }  // namespace
 
 TEST_CASE("a small journal maps one small chunk", "[journal]") {

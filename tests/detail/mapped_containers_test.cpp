@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The eviction policies' containers in mapped memory: MappedFifo,
-// GhostSet and NodeLists, each against a plain model under random use.
+// GhostSet and NodeLists, each against a plain model under random use;
+// MappedArray's and NodeLists' directories growing past a page, counted
+// in the store's memory budget to the byte.
 #include <offheap/detail/ghost_set.hpp>
+#include <offheap/detail/mapped_array.hpp>
 #include <offheap/detail/mapped_fifo.hpp>
 #include <offheap/detail/node_list.hpp>
+
+#include "support/store_name.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -19,7 +24,7 @@ using offheap::detail::MappedFifo;
 using offheap::detail::NodeLists;
 
 namespace {
-const std::string kName = "containers test";
+const offheap::detail::StoreName& kName = offheap_test::store_name("containers test");
 }
 
 TEST_CASE("MappedFifo keeps FIFO order across segments, retain_if keeps order", "[detail][fifo]") {
@@ -139,4 +144,37 @@ TEST_CASE("NodeLists agree with std::list and a map under random use", "[detail]
   }
   CHECK(n.size() == where.size());
   CHECK(where.size() > 1000);
+}
+
+TEST_CASE("Segment directories grow a page at a time and the budget counts every byte", "[detail][nodes]") {
+  const std::string text = "directories test";
+  const offheap::detail::StoreName name(text, 0);
+  {
+    // 1,200 segments of 8,192 elements: the directory outgrows a page (512
+    // segments) twice, copied each time.
+    offheap::detail::MappedArray<std::uint64_t> a(name, "a test array");
+    const std::uint64_t n = 1200 * offheap::detail::MappedArray<std::uint64_t>::kPerSegment;
+    for (std::uint64_t i = 0; i < n; ++i) a.push_back(i * 7);
+    REQUIRE(a.size() == n);
+    for (std::uint64_t i = 0; i < n; i += 997) REQUIRE(a[i] == i * 7);
+    REQUIRE(a[n - 1] == (n - 1) * 7);
+    REQUIRE(name.budget.used() == a.mapped_bytes());
+    REQUIRE(a.mapped_bytes() == 1200 * std::uint64_t{65536} + 4 * 4096);  // directory: 1,024 -> 2,048 entries
+    while (a.size() > 10) a.pop_back();
+    REQUIRE(name.budget.used() == a.mapped_bytes());
+  }
+  REQUIRE(name.budget.used() == 0);
+  {
+    NodeLists lists(name, "test lists");
+    const std::uint32_t n = 1100000;  // 538 segments of 2,048 nodes
+    for (std::uint32_t i = 0; i < n; ++i) lists.insert(std::uint64_t{i} * 8, i, i % 2);
+    for (std::uint32_t i = 0; i < n; i += 101) {
+      const std::uint32_t x = lists.find(std::uint64_t{i} * 8);
+      REQUIRE(x != NodeLists::kNone);
+      REQUIRE(lists.node(x).stamp == i);
+    }
+    REQUIRE(lists.length(0) + lists.length(1) == n);
+    REQUIRE(name.budget.used() == lists.mapped_bytes());
+  }
+  REQUIRE(name.budget.used() == 0);
 }

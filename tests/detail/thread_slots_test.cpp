@@ -2,6 +2,8 @@
 #include <offheap/detail/thread_slots.hpp>
 #include <offheap/offheap.hpp>
 
+#include "support/store_name.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -42,7 +44,7 @@ TEST_CASE("live threads hold distinct numbers, reused after exit", "[thread_slot
 }
 
 TEST_CASE("per-thread counters add up across threads", "[thread_slots]") {
-  const std::string name = "counters";
+  const offheap::detail::StoreName& name = offheap_test::store_name("counters");
   ReadCounters c(name);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {

@@ -4,6 +4,7 @@
 #include <offheap/eviction/s3fifo.hpp>
 
 #include "support/mock_records.hpp"
+#include "support/store_name.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -17,7 +18,7 @@ using offheap_test::EvictFails;
 using offheap_test::MockRecords;
 
 namespace {
-const std::string kName = "s3fifo test";
+const offheap::detail::StoreName& kName = offheap_test::store_name("s3fifo test");
 }
 
 TEST_CASE("S3Fifo evicts small's oldest unread record first and remembers its key", "[eviction][s3fifo]") {

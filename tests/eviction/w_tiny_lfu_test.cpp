@@ -14,6 +14,7 @@
 #include "support/mock_records.hpp"
 #include "support/record_model.hpp"
 #include "support/zipf.hpp"
+#include "support/store_name.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -39,7 +40,7 @@ using offheap_test::SplitMix64;
 
 namespace {
 
-const std::string kName = "w-tinylfu test";
+const offheap::detail::StoreName& kName = offheap_test::store_name("w-tinylfu test");
 
 /// `requests` object ids drawn from a Zipf distribution over `objects`
 /// (rank r with weight 1 / r^alpha), ranks shuffled onto ids. Not

@@ -237,6 +237,27 @@ void Shard<P>::make_room(std::uint64_t need) {
   }
 }
 
+/// A write that Options::memory_limit_bytes refused a new chunk
+/// (LimitReached): evicts records, by the policy, of at least `bytes` and
+/// about 1% of the shard more (doubled with each `round` of the same
+/// write, from 1), so that the write, tried again, finds room in space
+/// already mapped (records, policy nodes and segments), and the next
+/// writes do without coming back here. Returns false when evicting cannot help:
+/// nothing is left to evict, or the evicted records' space is not free yet
+/// (a removal listener, or Durability::periodic, keeps it until the
+/// listener or a sync has run).
+template <class P>
+bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
+  if constexpr (kBufferedHits) drain_hits();
+  EvictHost host{*this};
+  const std::uint64_t before = live_bytes_, evicted = evictions_;
+  const std::uint64_t want = bytes + (before / 128 << std::min<std::uint64_t>(round - 1, 7));
+  while (live_bytes_ != 0 && before - live_bytes_ < want && policy_.evict_one(host)) {
+  }
+  limit_evictions_ += evictions_ - evicted;
+  return live_bytes_ < before && !reports_on_ && !defer_frees_;
+}
+
 template <class P>
 void Shard<P>::cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h) {
 #if defined(OFFHEAP_TESTING_POLICY_HOOK)

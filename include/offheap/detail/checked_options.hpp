@@ -117,6 +117,14 @@ Options checked_options(Options o) {
                 o.name + ": compaction_factor must be 0 (never) or within 1.1 - 100 (it is " +
                     std::to_string(o.compaction_factor) + ")");
   }
+  if (o.memory_limit_bytes != 0 && o.capacity_bytes > o.memory_limit_bytes) {
+    // The policy's structures are sized from the capacity (a W-TinyLFU
+    // sketch, an S3-FIFO ghost): they alone could pass the limit.
+    throw Error(Errc::invalid_argument,
+                o.name + ": capacity_bytes (" + std::to_string(o.capacity_bytes) +
+                    ") is more than memory_limit_bytes (" + std::to_string(o.memory_limit_bytes) +
+                    "), which counts the records and everything else the cache maps");
+  }
   return o;
 }
 

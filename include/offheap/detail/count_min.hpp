@@ -51,7 +51,7 @@ class CountMin {
   static constexpr unsigned kDepth = 4;
   static constexpr std::uint64_t kSamplePerRecord = 10;
 
-  CountMin(const std::string& store, const char* what) : store_(store), what_(what) {}
+  CountMin(const StoreName& store, const char* what) : store_(store), what_(what) {}
   CountMin(const CountMin&) = delete;
   CountMin& operator=(const CountMin&) = delete;
   ~CountMin() { release(); }
@@ -120,7 +120,7 @@ class CountMin {
   }
   /// Unmaps the table: counts nothing until the next resize().
   void release() noexcept {
-    unmap(table_, blocks_ * kBlockBytes);
+    unmap(table_, blocks_ * kBlockBytes, store_);
     table_ = nullptr;
     blocks_ = 0;
     records_ = 0;
@@ -155,7 +155,7 @@ class CountMin {
     ++resets_;
   }
 
-  const std::string& store_;
+  const StoreName& store_;
   const char* what_;
   std::uint64_t* table_ = nullptr;
   std::uint64_t blocks_ = 0;     // a power of two

@@ -49,7 +49,7 @@ class ExpiryWheel {
   static constexpr std::uint64_t kMaxDeadline = (std::uint64_t{1} << 48) - 1;
   static constexpr std::uint64_t kNever = ~std::uint64_t{0};
 
-  ExpiryWheel(const std::string& store, std::uint64_t now)
+  ExpiryWheel(const StoreName& store, std::uint64_t now)
       : nodes_(store, "the expiry wheel"), heap_(store, "the expiry wheel's heap"), now_(now) {
     std::fill(std::begin(heads_), std::end(heads_), kNone);
   }
@@ -78,8 +78,14 @@ class ExpiryWheel {
   /// Makes the next schedule() map nothing, so that it cannot fail; throws
   /// Error(out_of_space), nothing changed, if it cannot.
   void reserve_one() {
-    if (free_ == kNone) nodes_.reserve_one();
-    heap_.reserve_one();
+    try {
+      if (free_ == kNone) nodes_.reserve_one();
+      heap_.reserve_one();
+    } catch (LimitReached& e) {
+      // An eviction frees no node: it stays until its deadline comes round.
+      e.evicting_helps = false;
+      throw;
+    }
   }
 
   /// Schedules an entry (after reserve_one(): cannot fail). A deadline at

@@ -130,14 +130,17 @@ inline void sync_dir(int dir, const std::string& store, const std::string& path)
 
 /// Maps [offset, offset + bytes) of a file. `shared`: stores reach the file
 /// (and other mappings); otherwise they stay private (copy on write).
+/// Counted against the store's budget first, as map_anonymous() is.
 inline std::byte* map_file(int fd, std::uint64_t offset, std::uint64_t bytes, bool writable,
-                           bool shared, const std::string& store, const std::string& path) {
+                           bool shared, const StoreName& store, const std::string& path) {
+  if (!store.budget.take(bytes)) throw_limit_reached(store, bytes, "a mapping of a file");
   void* p = ::mmap(nullptr, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ,
                    shared ? MAP_SHARED : MAP_PRIVATE, fd, static_cast<off_t>(offset));
   if (p == MAP_FAILED) {
     const int err = errno;
+    store.budget.give(bytes);
     throw Error(err == ENOMEM ? Errc::out_of_space : Errc::io_error,
-                store + ": mmap of " + std::to_string(bytes) + " bytes of " + path +
+                store.name + ": mmap of " + std::to_string(bytes) + " bytes of " + path +
                     " failed: " + errno_text(err));
   }
   return static_cast<std::byte*>(p);

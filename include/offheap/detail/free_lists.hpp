@@ -69,15 +69,15 @@ class FreeLists {
   /// have changed: every record a list leads to is checked before it is
   /// followed. Otherwise (anonymous memory, written only by this code) the
   /// same checks are assertions.
-  FreeLists(const Journal& journal, const std::string& name, bool check = true)
-      : journal_(journal), check_(check), chunk_free_(name, "the free-space-per-chunk table") {
+  FreeLists(const Journal& journal, const StoreName& name, bool check = true)
+      : journal_(journal), store_(name), check_(check), chunk_free_(name, "the free-space-per-chunk table") {
     table_ = reinterpret_cast<std::uint64_t*>(
         map_anonymous(round_up(kTableBytes, page_size()), name, "the free-list table"));
     clear();
   }
   FreeLists(const FreeLists&) = delete;
   FreeLists& operator=(const FreeLists&) = delete;
-  ~FreeLists() { unmap(table_, round_up(kTableBytes, page_size())); }
+  ~FreeLists() { unmap(table_, round_up(kTableBytes, page_size()), store_); }
 
   /// Whether `capacity` can be a free record's: whole words, at least the
   /// two links, within the 32-bit field.
@@ -377,6 +377,7 @@ class FreeLists {
   }
 
   const Journal& journal_;
+  const StoreName& store_;
   bool check_;
   std::uint64_t* table_ = nullptr;
   std::uint64_t total_records_ = 0;

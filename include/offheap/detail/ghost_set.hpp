@@ -37,7 +37,7 @@ namespace offheap::detail {
 
 class GhostSet {
  public:
-  explicit GhostSet(const std::string& store) : store_(store) {}
+  explicit GhostSet(const StoreName& store) : store_(store) {}
   GhostSet(const GhostSet&) = delete;
   GhostSet& operator=(const GhostSet&) = delete;
   ~GhostSet() {
@@ -139,11 +139,11 @@ class GhostSet {
     cur_ = t;
   }
   void drop(Table& t) noexcept {
-    unmap(t.words, bytes_of(t.buckets));
+    unmap(t.words, bytes_of(t.buckets), store_);
     t = Table{};
   }
 
-  const std::string& store_;
+  const StoreName& store_;
   Table cur_;
   Table old_;                  // searched until capacity_ inserts have passed
   std::uint64_t old_since_ = 0;  // seq_ when old_ stopped taking inserts

@@ -45,11 +45,11 @@ class HitBuffers {
   // of two: the slot is a mask away).
   static constexpr std::uint64_t kEntries = 32;
 
-  explicit HitBuffers(const std::string& store)
-      : rings_(reinterpret_cast<Ring*>(map_anonymous(kBytes, store, "the read buffers"))) {}
+  explicit HitBuffers(const StoreName& store)
+      : store_(store), rings_(reinterpret_cast<Ring*>(map_anonymous(kBytes, store, "the read buffers"))) {}
   HitBuffers(const HitBuffers&) = delete;
   HitBuffers& operator=(const HitBuffers&) = delete;
-  ~HitBuffers() { unmap(rings_, kBytes); }
+  ~HitBuffers() { unmap(rings_, kBytes, store_); }
 
   /// A reader's hit on the record at `loc` with `stamp`, of the key whose
   /// hash is `hash` (the policy's drain needs no second look at the record
@@ -165,6 +165,7 @@ class HitBuffers {
   static_assert(sizeof(Ring) == 1024);
   static constexpr std::uint64_t kBytes = std::uint64_t{kMaxThreads} * sizeof(Ring);
 
+  const StoreName& store_;
   Ring* rings_;
   std::atomic<bool> full_{false};  // a reader found its ring full (full())
 };

@@ -111,12 +111,18 @@ struct IndexTable {
   /// A table of `groups` groups, every slot empty: `spare` (a range kept
   /// from a replaced table of the same size, whose pages read as zeros) if
   /// given, else freshly mapped.
-  static IndexTable* create(std::uint64_t groups, const std::string& name,
+  static IndexTable* create(std::uint64_t groups, const StoreName& name,
                             IndexTable* spare = nullptr) {
     const std::uint64_t bytes = bytes_for(groups);
-    auto* t = spare != nullptr
-                  ? spare
-                  : reinterpret_cast<IndexTable*>(map_anonymous(bytes, name, "an index table"));
+    IndexTable* t = spare;
+    if (t == nullptr) {
+      try {
+        t = reinterpret_cast<IndexTable*>(map_anonymous(bytes, name, "an index table"));
+      } catch (LimitReached& e) {
+        e.evicting_helps = false;  // an eviction leaves a tombstone: the table is as full
+        throw;
+      }
+    }
     t->groups = groups;  // the pages are zeros: every slot is empty
     t->mapped_bytes = bytes;
     t->next_retired = nullptr;
@@ -124,8 +130,8 @@ struct IndexTable {
     t->from_file = 0;
     return t;
   }
-  static void destroy(IndexTable* t) noexcept {
-    if (t) unmap(t, t->mapped_bytes);
+  static void destroy(IndexTable* t, const StoreName& name) noexcept {
+    if (t) unmap(t, t->mapped_bytes, name);
   }
 };
 static_assert(sizeof(IndexTable) == 64);
@@ -283,13 +289,14 @@ class Index {
     return capacity - (capacity + 7) / 8;
   }
 
-  Index(std::uint64_t expected_entries, const std::string& name) : name_(name) {
+  Index(std::uint64_t expected_entries, const StoreName& name) : name_(name) {
     publish(IndexTable::create(groups_for(expected_entries), name_));
+    keep_spare();
   }
   Index(const Index&) = delete;
   Index& operator=(const Index&) = delete;
   ~Index() {
-    IndexTable::destroy(table_);
+    IndexTable::destroy(table_, name_);
     drop_all(retired_);
     drop_all(spares_);
     drop_all(lost_);
@@ -441,17 +448,33 @@ class Index {
 
   /// Rebuilds the table so that one more entry fits: twice the capacity when
   /// live entries pass half the limit, else the same capacity without
-  /// tombstones. `hash_of(Location, std::uint64_t& hash)` recomputes an
+  /// tombstones. Under Options::memory_limit_bytes, when the larger table
+  /// would pass the limit: the same capacity while live entries stay under
+  /// three quarters of the limit (in the spare kept for it, keep_spare()).
+  /// `hash_of(Location, std::uint64_t& hash)` recomputes an
   /// entry's hash from its record, or returns false to leave the entry out
   /// (a record a damaged file made unreadable). Publishes the new table and
   /// retires the old one (retire()). Throws Error(out_of_space) if the new
-  /// table cannot be mapped; the index is unchanged then.
+  /// table cannot be mapped (LimitReached: evicting_helps says whether
+  /// fewer live entries would let a rebuild of the same capacity do); the
+  /// index is unchanged then.
   template <class HashOf>
   void grow(HashOf&& hash_of, WalkGate& walks) {
     IndexTable* old = table_;
     std::uint64_t groups = old->groups;
-    if (full_ + 1 > limit_of(old->capacity()) / 2) groups *= 2;
-    IndexTable* t = create(groups);
+    IndexTable* t = nullptr;
+    if (full_ + 1 > limit_of(old->capacity()) / 2) {
+      try {
+        t = create(groups * 2);
+      } catch (LimitReached& e) {
+        // Evicting helps a cache when live entries, not tombstones, fill
+        // the table: with fewer, a rebuild of the same capacity does.
+        e.evicting_helps = full_ + 1 > limit_of(old->capacity()) / 4 * 3;
+        if (e.evicting_helps) throw;
+      }
+    }
+    if (t == nullptr) t = create(groups);
+    groups = t->groups;
     std::uint64_t kept = 0;
     for (std::uint64_t g = 0; g < old->groups; ++g) {
       const std::uint64_t w = *old->ctrl_word(g);
@@ -470,6 +493,29 @@ class Index {
     // After the publish: a reader that sees this generation sees the new table.
     generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     retire(old, walks);
+    keep_spare();
+  }
+
+  /// Under Options::memory_limit_bytes: keeps a range of the current
+  /// table's size among the spares, so that the next rebuild of the same
+  /// capacity (tombstones dropped) or clear() maps nothing: a store at its
+  /// limit still rebuilds, a cache still replaces entries. Best effort: with
+  /// no room for it, none is kept (the rebuild then maps, or fails).
+  void keep_spare() noexcept {
+    if (name_.budget.limit() == 0) return;
+    const std::uint64_t bytes = table_->mapped_bytes;
+    for (IndexTable* s = spares_; s != nullptr; s = s->next_retired) {
+      if (s->mapped_bytes == bytes) return;
+    }
+    for (IndexTable* s = retired_; s != nullptr; s = s->next_retired) {
+      if (s->mapped_bytes == bytes) return;  // a spare once walks have left it
+    }
+    try {
+      IndexTable* s = IndexTable::create(table_->groups, name_);
+      s->next_retired = spares_;
+      spares_ = s;
+    } catch (const Error&) {
+    }
   }
 
   /// Tells readers inside the table that the bytes at locations they hold
@@ -574,10 +620,11 @@ class Index {
   /// holds `full` entries and `tombstones` tombstones: a clean reopen's
   /// table, mapped from its state file. No reader may be inside.
   void adopt(IndexTable* t, std::uint64_t full, std::uint64_t tombstones) noexcept {
-    IndexTable::destroy(table_);
+    IndexTable::destroy(table_, name_);
     publish(t);
     full_ = full;
     tombstones_ = tombstones;
+    keep_spare();
   }
 
   /// Whether the control words of `t` (a table read from a file) hold only
@@ -691,7 +738,7 @@ class Index {
     // Test-only build (tests/reclaim_test.cpp): the range is given up at
     // once, as if readers held nothing, to prove the test sees a reader
     // inside a table that is gone.
-    asan_poison_or_unmap(t, bytes);
+    asan_poison_or_unmap(t, bytes, name_);
     return;
 #endif
     // Anonymous: MADV_DONTNEED (zeros on the next touch; no new mapping,
@@ -726,15 +773,15 @@ class Index {
     for (; t != nullptr; t = t->next_retired) ++n;
     return n;
   }
-  static void drop_all(IndexTable* t) noexcept {
+  void drop_all(IndexTable* t) const noexcept {
     while (t != nullptr) {
       IndexTable* next = t->next_retired;
-      IndexTable::destroy(t);
+      IndexTable::destroy(t, name_);
       t = next;
     }
   }
 
-  const std::string& name_;  // the store's name, which outlives the index
+  const StoreName& name_;  // the store's name, which outlives the index
   // What readers load, on a line of its own: the writer's fields below
   // change with every insert and would otherwise evict it from readers.
   alignas(64) std::atomic<std::uint64_t> generation_{1};

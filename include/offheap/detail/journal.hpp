@@ -74,14 +74,14 @@ struct JournalConfig {
 
 class Journal {
  public:
-  Journal(const JournalConfig& config, const std::string& name)
+  Journal(const JournalConfig& config, const StoreName& name)
       : config_(config), name_(name) {}
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
   ~Journal() {
     const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
-    for (std::uint32_t c = 0; c < chunks_; ++c) unmap(chunk_base(c) - head, head + chunk_size(c));
-    for (auto& b : blocks_) unmap(b.load(std::memory_order_relaxed), kBlockBytes);
+    for (std::uint32_t c = 0; c < chunks_; ++c) unmap(chunk_base(c) - head, head + chunk_size(c), name_);
+    for (auto& b : blocks_) unmap(b.load(std::memory_order_relaxed), kBlockBytes, name_);
   }
 
   // ---- reader side (no lock) -----------------------------------------------
@@ -396,7 +396,8 @@ class Journal {
   /// and free records, live or not, and the rest of a chunk the tail left
   /// that was too short for a record (under record::kMinRecord bytes).
   std::uint64_t used_bytes() const noexcept { return used_bytes_; }
-  const std::string& name() const noexcept { return name_; }
+  const std::string& name() const noexcept { return name_.name; }
+  const StoreName& store_name() const noexcept { return name_; }
   const JournalConfig& config() const noexcept { return config_; }
   const FileBacking* files() const noexcept { return config_.files; }
   std::uint32_t tail_chunk() const noexcept { return tail_chunk_; }
@@ -495,7 +496,7 @@ class Journal {
   /// Maps the existing chunk files 0..count-1 of this shard. Throws
   /// Error(corrupt_file) for a file whose header or size does not check out,
   /// Error(io_error) when the OS refuses.
-  void attach(std::uint32_t count, const std::string& store) {
+  void attach(std::uint32_t count, const StoreName& store) {
     const FileBacking& f = *config_.files;
     for (std::uint32_t c = 0; c < count; ++c) {
       const std::string name = format::chunk_file_name(config_.shard, c);
@@ -586,7 +587,7 @@ class Journal {
   }
 
   /// Makes chunk number chunks_ resolve to [base, base + size).
-  void publish_chunk(std::byte* base, std::uint64_t size, const std::string& store) {
+  void publish_chunk(std::byte* base, std::uint64_t size, const StoreName& store) {
     const std::uint32_t c = chunks_;
     std::atomic<std::uint64_t*>& block = blocks_[c / kBlockEntries];
     if (c >= kBlockEntries && block.load(std::memory_order_relaxed) == nullptr) {
@@ -632,7 +633,7 @@ class Journal {
         throw_os(errno, name_, "renaming " + f.dir_path + "/" + tmp + " to " + name);
       }
     } catch (...) {
-      if (map != nullptr) unmap(map, format::kChunkHeaderBytes + size);
+      if (map != nullptr) unmap(map, format::kChunkHeaderBytes + size, name_);
       ::unlinkat(f.dir_fd, tmp.c_str(), 0);
       throw;
     }
@@ -642,7 +643,7 @@ class Journal {
       } catch (...) {
         // The file exists under its name but may not survive a power loss;
         // undo, so that the journal and the directory agree.
-        unmap(map, format::kChunkHeaderBytes + size);
+        unmap(map, format::kChunkHeaderBytes + size, name_);
         ::unlinkat(f.dir_fd, name.c_str(), 0);
         throw;
       }
@@ -688,7 +689,21 @@ class Journal {
     size = round_up(size, page_size());
     if (size > config_.max_chunk_bytes) size = config_.max_chunk_bytes;
     const std::uint32_t c = chunks_;
-    if (c >= kBlockEntries && blocks_[c / kBlockEntries].load(std::memory_order_relaxed) == nullptr) {
+    const bool new_block =
+        c >= kBlockEntries && blocks_[c / kBlockEntries].load(std::memory_order_relaxed) == nullptr;
+    // Under Options::memory_limit_bytes: a smaller chunk, down to the
+    // record's size, rather than none; at most half the room left, so that
+    // the index and policy structures that come with records find some.
+    // (Other shards map meanwhile: the mapping itself checks again, and
+    // throws LimitReached if it must.)
+    const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
+    const std::uint64_t extra = head + (new_block ? kBlockBytes : 0);
+    const std::uint64_t room = name_.budget.available();
+    if (size + extra > room / 2) {
+      const std::uint64_t fits = room / 2 > extra ? (room / 2 - extra) / page_size() * page_size() : 0;
+      size = std::max(fits, round_up(need, page_size()));
+    }
+    if (new_block) {
       // Mapped first, so that a failure leaves no chunk behind.
       auto* b = reinterpret_cast<std::uint64_t*>(map_anonymous(kBlockBytes, name_, "the chunk table"));
       // Pairs with the acquire load of the block in resolve().
@@ -701,7 +716,7 @@ class Journal {
   }
 
   JournalConfig config_;
-  const std::string& name_;  // the store's name, which outlives the journal
+  const StoreName& name_;  // the store's name, which outlives the journal
   // Chunks 0-255 resolve through the first block, kept in this object so
   // that the common case is one load off the location's critical path; the
   // other blocks are mapped as needed.

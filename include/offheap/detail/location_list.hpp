@@ -18,10 +18,10 @@ namespace offheap::detail {
 /// the records a shard frees once syncs have made that safe (periodic).
 class LocationList {
  public:
-  explicit LocationList(const std::string& name) : name_(name) {}
+  explicit LocationList(const StoreName& name) : name_(name) {}
   LocationList(const LocationList&) = delete;
   LocationList& operator=(const LocationList&) = delete;
-  ~LocationList() { unmap(data_, capacity_ * 8); }
+  ~LocationList() { unmap(data_, capacity_ * 8, name_); }
 
   /// Makes room for one more push; throws Error(out_of_space) (the list
   /// unchanged) if it cannot.
@@ -30,7 +30,7 @@ class LocationList {
     const std::uint64_t cap = capacity_ == 0 ? page_size() / 8 : capacity_ * 2;
     auto* d = reinterpret_cast<std::uint64_t*>(map_anonymous(cap * 8, name_, "the deferred-free list"));
     if (size_ != 0) std::memcpy(d, data_, size_ * 8);
-    unmap(data_, capacity_ * 8);
+    unmap(data_, capacity_ * 8, name_);
     data_ = d;
     capacity_ = cap;
   }
@@ -43,7 +43,7 @@ class LocationList {
       while (cap < want) cap *= 2;
       auto* d = reinterpret_cast<std::uint64_t*>(map_anonymous(cap * 8, name_, "the deferred-free list"));
       if (size_ != 0) std::memcpy(d, data_, size_ * 8);
-      unmap(data_, capacity_ * 8);
+      unmap(data_, capacity_ * 8, name_);
       data_ = d;
       capacity_ = cap;
     }
@@ -60,7 +60,7 @@ class LocationList {
   }
 
  private:
-  const std::string& name_;
+  const StoreName& name_;
   std::uint64_t* data_ = nullptr;
   std::uint64_t size_ = 0;
   std::uint64_t capacity_ = 0;

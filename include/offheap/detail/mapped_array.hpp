@@ -1,20 +1,70 @@
 // SPDX-License-Identifier: Apache-2.0
 // A growable array of trivially copyable elements in mapped memory, never
-// the heap: 64 KiB segments found through a directory (itself mapped, its
-// pages touched only as segments arrive). Growth maps one more segment and
-// moves nothing, so an element keeps its address for life; shrinking gives
-// whole segments back. Single-threaded: its owner serializes every call.
+// the heap: 64 KiB segments found through a directory (itself mapped, a
+// page first, doubled as it fills: its address space follows the segments,
+// as Options::memory_limit_bytes counts address space). Growth maps one
+// more segment and moves nothing, so an element keeps its address for
+// life; shrinking gives whole segments back. Single-threaded: its owner
+// serializes every call.
 #pragma once
 
 #include <offheap/detail/os.hpp>
 #include <offheap/error.hpp>
 
+#include <algorithm>
 #include <cassert>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
 namespace offheap::detail {
+
+/// Segment pointers in mapped memory: a page of them first, then twice as
+/// many each time they fill (copied over; the old directory unmapped).
+/// Single-threaded: its owner serializes every call (no reader holds it).
+template <class Seg>
+class SegmentDirectory {
+ public:
+  SegmentDirectory(const StoreName& store, const char* what) noexcept : store_(store), what_(what) {}
+  SegmentDirectory(const SegmentDirectory&) = delete;
+  SegmentDirectory& operator=(const SegmentDirectory&) = delete;
+  ~SegmentDirectory() { release(); }
+
+  Seg*& operator[](std::uint64_t s) noexcept { return dir_[s]; }
+  Seg* operator[](std::uint64_t s) const noexcept { return dir_[s]; }
+
+  /// Room for entry `s` (entries 0..s-1 are in use), up to `most` entries
+  /// in all. Throws Error(out_of_space) (LimitReached under the memory
+  /// limit), the directory unchanged, if it cannot map.
+  void reserve(std::uint64_t s, std::uint64_t most) {
+    if (s < slots_) return;
+    const std::uint64_t per_page = page_size() / sizeof(Seg*);
+    const std::uint64_t slots = std::min(slots_ == 0 ? per_page : slots_ * 2, round_up(most, per_page));
+    auto** d = reinterpret_cast<Seg**>(map_anonymous(bytes_for(slots), store_, what_));
+    if (slots_ != 0) std::memcpy(d, dir_, slots_ * sizeof(Seg*));
+    unmap(dir_, bytes_for(slots_), store_);
+    dir_ = d;
+    slots_ = slots;
+  }
+  std::uint64_t mapped_bytes() const noexcept { return bytes_for(slots_); }
+  /// Unmaps the directory (not the segments it leads to).
+  void release() noexcept {
+    unmap(dir_, bytes_for(slots_), store_);
+    dir_ = nullptr;
+    slots_ = 0;
+  }
+
+ private:
+  static std::uint64_t bytes_for(std::uint64_t slots) noexcept {
+    return round_up(slots * sizeof(Seg*), page_size());
+  }
+
+  const StoreName& store_;
+  const char* what_;
+  Seg** dir_ = nullptr;
+  std::uint64_t slots_ = 0;
+};
 
 template <class T>
 class MappedArray {
@@ -30,7 +80,7 @@ class MappedArray {
   static constexpr std::uint64_t kMaxSegments = (kMaxElements + kPerSegment - 1) / kPerSegment;
 
   /// `store` and `what` name the array in an out_of_space error.
-  MappedArray(const std::string& store, const char* what) : store_(store), what_(what) {}
+  MappedArray(const StoreName& store, const char* what) : store_(store), what_(what), dir_(store, what) {}
   MappedArray(const MappedArray&) = delete;
   MappedArray& operator=(const MappedArray&) = delete;
   ~MappedArray() { release(); }
@@ -52,14 +102,7 @@ class MappedArray {
       throw Error(Errc::out_of_space, store_ + ": " + what_ + " holds 2^32 - 1 entries, its most");
     }
     if (size_ < segments_ * kPerSegment) return;
-    if (dir_ == nullptr) {
-      dir_ = reinterpret_cast<T**>(map_anonymous(kDirBytes, store_, what_));
-#if defined(MADV_NOHUGEPAGE)
-      // Address space touched a page at a time: a huge page here would
-      // make its first entry cost 2 MiB of memory.
-      ::madvise(dir_, kDirBytes, MADV_NOHUGEPAGE);
-#endif
-    }
+    dir_.reserve(segments_, kMaxSegments);  // may throw; nothing has changed yet
     dir_[segments_] = reinterpret_cast<T*>(map_anonymous(kSegmentBytes, store_, what_));
     ++segments_;
   }
@@ -76,29 +119,26 @@ class MappedArray {
     assert(size_ != 0);
     --size_;
     while (segments_ >= 2 && size_ + 2 * kPerSegment <= segments_ * kPerSegment) {
-      unmap(dir_[--segments_], kSegmentBytes);
+      unmap(dir_[--segments_], kSegmentBytes, store_);
     }
   }
   void clear() noexcept { release(); }
 
   std::uint64_t mapped_bytes() const noexcept {
-    return segments_ * kSegmentBytes + (dir_ != nullptr ? round_up(segments_ * sizeof(T*), page_size()) : 0);
+    return segments_ * kSegmentBytes + dir_.mapped_bytes();
   }
 
  private:
-  static constexpr std::uint64_t kDirBytes = kMaxSegments * sizeof(T*);  // address space; touched as used
-
   void release() noexcept {
-    for (std::uint64_t s = 0; s < segments_; ++s) unmap(dir_[s], kSegmentBytes);
-    unmap(dir_, dir_ != nullptr ? kDirBytes : 0);
-    dir_ = nullptr;
+    for (std::uint64_t s = 0; s < segments_; ++s) unmap(dir_[s], kSegmentBytes, store_);
+    dir_.release();
     segments_ = 0;
     size_ = 0;
   }
 
-  const std::string& store_;
+  const StoreName& store_;
   const char* what_;
-  T** dir_ = nullptr;
+  SegmentDirectory<T> dir_;
   std::uint64_t segments_ = 0;
   std::uint64_t size_ = 0;
 };

@@ -26,12 +26,12 @@ class MappedFifo {
   static constexpr std::uint64_t kSegmentBytes = 64 * 1024;
 
   /// `store` and `what` name the queue in an out_of_space error.
-  MappedFifo(const std::string& store, const char* what) : store_(store), what_(what) {}
+  MappedFifo(const StoreName& store, const char* what) : store_(store), what_(what) {}
   MappedFifo(const MappedFifo&) = delete;
   MappedFifo& operator=(const MappedFifo&) = delete;
   ~MappedFifo() {
     clear();
-    unmap(spare_, kSegmentBytes);
+    unmap(spare_, kSegmentBytes, store_);
   }
 
   std::uint64_t size() const noexcept { return size_; }
@@ -153,7 +153,7 @@ class MappedFifo {
   void clear() noexcept {
     for (Segment* s = head_; s != nullptr;) {
       Segment* next = s->next;
-      unmap(s, kSegmentBytes);
+      unmap(s, kSegmentBytes, store_);
       --segments_;
       s = next;
     }
@@ -190,11 +190,11 @@ class MappedFifo {
     if (spare_ == nullptr) {
       spare_ = s;
     } else {
-      unmap(s, kSegmentBytes);
+      unmap(s, kSegmentBytes, store_);
     }
   }
 
-  const std::string& store_;
+  const StoreName& store_;
   const char* what_;
   Segment* head_ = nullptr;
   Segment* tail_ = nullptr;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <offheap/detail/hash.hpp>
+#include <offheap/detail/mapped_array.hpp>
 #include <offheap/detail/os.hpp>
 #include <offheap/error.hpp>
 
@@ -37,7 +38,7 @@ class NodeLists {
   };
   static_assert(sizeof(Node) == 32);
 
-  NodeLists(const std::string& store, const char* what) : store_(store), what_(what) {}
+  NodeLists(const StoreName& store, const char* what) : store_(store), what_(what), dir_(store, what) {}
   NodeLists(const NodeLists&) = delete;
   NodeLists& operator=(const NodeLists&) = delete;
   ~NodeLists() { release(); }
@@ -57,13 +58,11 @@ class NodeLists {
   /// Room for one more node and one more slot, so that the next insert()
   /// cannot fail; throws Error(out_of_space) before any change.
   void reserve_one() {
-    if (dir_ == nullptr) {
-      dir_ = reinterpret_cast<Node**>(map_anonymous(kDirBytes, store_, what_));
-    }
     if (free_ == kNone && used_ == segments_ * kPerSegment) {
       if (segments_ == kMaxSegments) {
         throw Error(Errc::out_of_space, store_ + ": " + what_ + " holds 2^32 records, its most");
       }
+      dir_.reserve(segments_, kMaxSegments);  // may throw; nothing has changed yet
       dir_[segments_] = reinterpret_cast<Node*>(map_anonymous(kSegmentBytes, store_, what_));
       ++segments_;
     }
@@ -122,7 +121,7 @@ class NodeLists {
     for (List& l : lists_) l = List{};
   }
   std::uint64_t mapped_bytes() const noexcept {
-    return segments_ * kSegmentBytes + table_bytes(slots_) + (segments_ != 0 ? kDirBytes : 0);
+    return segments_ * kSegmentBytes + table_bytes(slots_) + dir_.mapped_bytes();
   }
 
  private:
@@ -139,7 +138,6 @@ class NodeLists {
   static constexpr std::uint64_t kSegmentBytes = 64 * 1024;
   static constexpr std::uint32_t kPerSegment = kSegmentBytes / sizeof(Node);
   static constexpr std::uint64_t kMaxSegments = (std::uint64_t{1} << 32) / kPerSegment;
-  static constexpr std::uint64_t kDirBytes = kMaxSegments * sizeof(Node*);  // 2 MiB, touched as used
 
   Node* segment(std::uint32_t n) const noexcept { return dir_[n / kPerSegment]; }
   std::uint64_t slot_of(std::uint64_t loc) const noexcept { return mix64(loc) & (slots_ - 1); }
@@ -208,13 +206,12 @@ class NodeLists {
     for (std::uint64_t i = 0; i < old_slots; ++i) {
       if (old[i].key != 0) put_slot(old[i].key - 1, old[i].node);
     }
-    unmap(old, table_bytes(old_slots));
+    unmap(old, table_bytes(old_slots), store_);
   }
   void release() noexcept {
-    for (std::uint64_t s = 0; s < segments_; ++s) unmap(dir_[s], kSegmentBytes);
-    unmap(dir_, dir_ != nullptr ? kDirBytes : 0);
-    unmap(table_, table_bytes(slots_));
-    dir_ = nullptr;
+    for (std::uint64_t s = 0; s < segments_; ++s) unmap(dir_[s], kSegmentBytes, store_);
+    dir_.release();
+    unmap(table_, table_bytes(slots_), store_);
     table_ = nullptr;
     segments_ = 0;
     slots_ = 0;
@@ -223,9 +220,9 @@ class NodeLists {
     free_ = kNone;
   }
 
-  const std::string& store_;
+  const StoreName& store_;
   const char* what_;
-  Node** dir_ = nullptr;        // segment s's nodes: dir_[s]
+  SegmentDirectory<Node> dir_;  // segment s's nodes: dir_[s]
   std::uint64_t segments_ = 0;
   std::uint64_t used_ = 0;      // nodes ever handed out (the next new number)
   std::uint32_t free_ = kNone;  // freed nodes, linked by next

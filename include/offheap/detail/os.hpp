@@ -4,6 +4,7 @@
 // on the heap except the message of an error being thrown.
 #pragma once
 
+#include <offheap/detail/memory_budget.hpp>
 #include <offheap/error.hpp>
 
 #include <cerrno>
@@ -62,14 +63,18 @@ inline std::string errno_text(int err) {
 
 /// Zeroed anonymous memory of `bytes` (a multiple of the page size), private
 /// to this process, with no swap reservation: pages cost memory only once
-/// touched. Throws Error(out_of_space) when the kernel refuses; the message
-/// names the store and `what` (built only then: mapping allocates nothing).
-inline std::byte* map_anonymous(std::uint64_t bytes, const std::string& store, const char* what) {
+/// touched. Counted against the store's budget first: LimitReached if it
+/// would pass Options::memory_limit_bytes. Throws Error(out_of_space) when
+/// the kernel refuses; the message names the store and `what` (built only
+/// then: mapping allocates nothing).
+inline std::byte* map_anonymous(std::uint64_t bytes, const StoreName& store, const char* what) {
+  if (!store.budget.take(bytes)) throw_limit_reached(store, bytes, what);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
-    throw Error(Errc::out_of_space, store + ": mmap of " + std::to_string(bytes) + " bytes for " +
+    store.budget.give(bytes);
+    throw Error(Errc::out_of_space, store.name + ": mmap of " + std::to_string(bytes) + " bytes for " +
                                         what + " failed: " + errno_text(err));
   }
 #if defined(MADV_HUGEPAGE)
@@ -80,8 +85,13 @@ inline std::byte* map_anonymous(std::uint64_t bytes, const std::string& store, c
   return static_cast<std::byte*>(p);
 }
 
-inline void unmap(void* p, std::uint64_t bytes) noexcept {
-  if (p != nullptr && bytes != 0) ::munmap(p, bytes);
+/// Unmaps what map_anonymous() or map_file() mapped for `store`, and gives
+/// the bytes back to its budget.
+inline void unmap(void* p, std::uint64_t bytes, const StoreName& store) noexcept {
+  if (p != nullptr && bytes != 0) {
+    ::munmap(p, bytes);
+    store.budget.give(bytes);
+  }
 }
 
 /// Hands the pages of [p, p + bytes) back to the OS; anonymous private
@@ -128,12 +138,14 @@ inline void asan_unpoison(const void* p, std::uint64_t bytes) noexcept {
 
 /// Test-only builds: gives up a range as if nothing could touch it again:
 /// poisoned where AddressSanitizer is on (a later access is reported),
-/// unmapped elsewhere (a later access faults).
-inline void asan_poison_or_unmap(void* p, std::uint64_t bytes) noexcept {
+/// unmapped elsewhere (a later access faults). Either way its bytes go back
+/// to the store's budget.
+inline void asan_poison_or_unmap(void* p, std::uint64_t bytes, const StoreName& store) noexcept {
 #if defined(OFFHEAP_ASAN)
   ASAN_POISON_MEMORY_REGION(p, bytes);
+  store.budget.give(bytes);
 #else
-  unmap(p, bytes);
+  unmap(p, bytes, store);
 #endif
 }
 

@@ -125,7 +125,7 @@ class alignas(64) Shard {
     }
   }
 
-  Shard(const ShardConfig& config, std::uint32_t number, const std::string& name,
+  Shard(const ShardConfig& config, std::uint32_t number, const StoreName& name,
         const Hash& hash, WalkGate& walks)
       : hash_(hash), walks_(walks), journal_(journal_config(config, number), name),
         index_(config.expected_entries, name), free_(journal_, name, config.durable),
@@ -749,6 +749,9 @@ class alignas(64) Shard {
   };
   Held held_record(Location loc, std::uint64_t stamp, bool check_intact) const;
   void make_room(std::uint64_t bytes);
+  bool evict_for_room(std::uint64_t bytes, std::uint64_t round);
+  bool write_locked(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
+                    Mode mode, std::string_view expected, std::uint64_t deadline);
   void cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h);
   /// A cache's policy lets go of the record at `loc` (index slot `slot`)
   /// about to leave by a removal or an expiry; nothing in a store.
@@ -813,13 +816,14 @@ class alignas(64) Shard {
   std::uint64_t capacity_ = ~std::uint64_t{0};    // this shard's share of capacity_bytes
   std::uint64_t hard_limit_ = ~std::uint64_t{0};  // capacity_ plus the slack
   std::uint64_t evictions_ = 0;
+  std::uint64_t limit_evictions_ = 0;  // of evictions_: for Options::memory_limit_bytes
   std::uint64_t hits_applied_ = 0;  // buffered hits handed to the policy
   std::uint64_t host_loc_ = ~std::uint64_t{0};  // the record whose slot current() found last
   std::uint64_t host_slot_ = 0;
   bool count_hits_;  // readers raise policy bits (a writable cache: a read-only one writes nothing)
   bool readers_drain_ = true;  // false once a maintenance thread drains the hit rings
   struct NoHitBuffers {
-    explicit NoHitBuffers(const std::string&) noexcept {}
+    explicit NoHitBuffers(const StoreName&) noexcept {}
     std::uint64_t mapped_bytes() const noexcept { return 0; }
   };
   // Lru, WTinyLfu: readers' hits on their way to the policy (hit_buffers.hpp).

@@ -23,7 +23,7 @@ namespace offheap::detail {
 template <class Shard>
 class ShardSet {
  public:
-  ShardSet(std::uint32_t n, const ShardConfig& c, const std::string& name,
+  ShardSet(std::uint32_t n, const ShardConfig& c, const StoreName& name,
            const typename Shard::Hash& hash, WalkGate& walks)
       : n_(n),
         shards_(static_cast<Shard*>(::operator new(sizeof(Shard) * n, std::align_val_t{64}))) {

@@ -19,8 +19,33 @@ namespace offheap::detail {
 template <class P>
 bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
            Mode mode, std::string_view expected, std::uint64_t deadline) {
-  const std::uint64_t need = record::payload_for(key.size(), value.size(), deadline != 0);
   const WriteLock guard(*this);
+  if constexpr (!kEvicts) {
+    return write_locked(key, h, value, type, mode, expected, deadline);
+  } else {
+    // Bounds what one write may evict for the limit when eviction does
+    // not bring the room it lacks (an expiry wheel that must grow).
+    std::uint64_t rounds = 0;
+    for (;;) {
+      try {
+        return write_locked(key, h, value, type, mode, expected, deadline);
+      } catch (const LimitReached& e) {
+        // Options::memory_limit_bytes refused a mapping (a chunk for the
+        // record, a policy segment): evict, then try again from the start
+        // (write_locked() throws only before it changes anything, and the
+        // key itself may have been evicted).
+        const std::uint64_t need = record::payload_for(key.size(), value.size(), deadline != 0);
+        if (!e.evicting_helps || ++rounds > 16 || !evict_for_room(record::kHeaderBytes + need, rounds)) throw;
+      }
+    }
+  }
+}
+
+template <class P>
+bool Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_view value,
+                            std::uint8_t type, Mode mode, std::string_view expected,
+                            std::uint64_t deadline) {
+  const std::uint64_t need = record::payload_for(key.size(), value.size(), deadline != 0);
   if constexpr (kEvicts) {
     make_room(record::kHeaderBytes + need);  // before the key's slot is found: it may go
     policy_.reserve();                       // may throw; nothing has changed yet

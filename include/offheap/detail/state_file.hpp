@@ -23,7 +23,7 @@ namespace offheap::detail {
 template <class P>
 void Shard<P>::save_state(std::uint64_t generation) {
   const FileBacking& f = *journal_.files();
-  const std::string& store = journal_.name();
+  const StoreName& store = journal_.store_name();
   const IndexTable* t = index_.table();
   const std::uint64_t page = page_size();
   format::StateHeader h{};
@@ -84,7 +84,7 @@ void Shard<P>::save_state(std::uint64_t generation) {
 template <class P>
 bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   const FileBacking& f = *journal_.files();
-  const std::string& store = journal_.name();
+  const StoreName& store = journal_.store_name();
   const std::string name = format::state_file_name(number_);
   const std::string path = f.dir_path + "/" + name;
   if (journal_.clear_marked()) {  // never after a clean close but in a damaged store
@@ -140,7 +140,7 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   if (t->capacity() != cap || t->mapped_bytes != h.index_bytes ||
       body_hash(table.data(), reinterpret_cast<const std::uint64_t*>(t), slots,
                 (h.index_bytes - sizeof(IndexTable)) / 8) != h.body_hash) {
-    unmap(map, h.index_bytes);
+    unmap(map, h.index_bytes, store);
     why = path + " fails its checksum";
     return false;
   }
@@ -148,7 +148,7 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   // be what a table can hold, with the counts the header gives (which
   // leave empty slots).
   if (!Index::control_bytes_sound(t, h.index_full, h.index_tombstones)) {
-    unmap(map, h.index_bytes);
+    unmap(map, h.index_bytes, store);
     why = path + " holds an index whose control bytes disagree with its counts";
     return false;
   }
@@ -160,7 +160,7 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   // none of it either).
   for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
     if (journal_.emptied(c) && (c >= h.tail_chunk || !journal_.emptied_layout(c))) {
-      unmap(map, h.index_bytes);
+      unmap(map, h.index_bytes, store);
       why = path + " goes with a chunk marked emptied that is not (chunk " + std::to_string(c) + ")";
       return false;
     }
@@ -171,7 +171,7 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   free_.load(table.data(), h.free_records, h.free_bytes);
   if (!free_.heads_in_bounds()) {
     free_.load(old_table.data(), old_records, old_bytes);
-    unmap(map, h.index_bytes);
+    unmap(map, h.index_bytes, store);
     why = path + " holds free-list heads outside the chunks";
     return false;
   }

@@ -20,7 +20,7 @@ void OffHeapStore<P>::open_shards() {
   const auto start = std::chrono::steady_clock::now();
   detail::StoreFiles& f = *files_;
   for (std::uint32_t i = 0; i < shards_.size(); ++i) {
-    shards_.begin()[i].journal().attach(f.chunk_counts[i], name());
+    shards_.begin()[i].journal().attach(f.chunk_counts[i], store_name_);
   }
   const bool clean = f.meta.clean == 1 && !f.created;
   std::vector<std::uint8_t> rebuilt(shards_.size(), 0);

@@ -104,12 +104,12 @@ inline thread_local ThreadNumbers::Owner ThreadNumbers::owner_;
 /// adds) for the rest, so that a store maps 16 KiB of them, not 64.
 class ReadCounters {
  public:
-  explicit ReadCounters(const std::string& name) {
+  explicit ReadCounters(const StoreName& name) : store_(name) {
     lines_ = reinterpret_cast<Line*>(map_anonymous(mapped_bytes(), name, "read counters"));
   }
   ReadCounters(const ReadCounters&) = delete;
   ReadCounters& operator=(const ReadCounters&) = delete;
-  ~ReadCounters() { unmap(lines_, mapped_bytes()); }
+  ~ReadCounters() { unmap(lines_, mapped_bytes(), store_); }
 
   /// Requires: n is ThreadNumbers::current().
   void count(std::uint32_t n, bool hit) const noexcept {
@@ -140,6 +140,7 @@ class ReadCounters {
   };
   static constexpr std::uint32_t kCounterLines = 255;  // + 1 shared
   static constexpr std::uint64_t kBytes = sizeof(Line) * (kCounterLines + 1);
+  const StoreName& store_;
   Line* lines_ = nullptr;
 };
 

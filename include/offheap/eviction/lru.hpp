@@ -22,7 +22,7 @@ class Lru {
   static constexpr std::uint8_t id = 2;
   static constexpr ReaderHits reader_hits = ReaderHits::buffered;
 
-  explicit Lru(const std::string& store) : nodes_(store, "the LRU list") {}
+  explicit Lru(const detail::StoreName& store) : nodes_(store, "the LRU list") {}
 
   void set_capacity(std::uint64_t bytes) noexcept { capacity_ = bytes; }
   void reserve() { nodes_.reserve_one(); }

@@ -6,6 +6,8 @@
 
 #include <offheap/eviction/policy.hpp>
 
+#include <offheap/detail/memory_budget.hpp>
+
 #include <cstdint>
 #include <string>
 
@@ -16,7 +18,7 @@ class NoEviction {
   static constexpr std::uint8_t id = 0;
   static constexpr ReaderHits reader_hits = ReaderHits::none;
 
-  explicit NoEviction(const std::string&) noexcept {}
+  explicit NoEviction(const detail::StoreName&) noexcept {}
   void set_capacity(std::uint64_t) noexcept {}
   void reserve() noexcept {}
   template <class Host>

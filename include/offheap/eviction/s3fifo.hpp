@@ -38,7 +38,7 @@ class S3Fifo {
   static constexpr std::uint8_t kFrequencyMask = 3;
   static constexpr std::uint8_t kInMain = 4;
 
-  explicit S3Fifo(const std::string& store)
+  explicit S3Fifo(const detail::StoreName& store)
       : small_(store, "the S3-FIFO small queue"), main_(store, "the S3-FIFO main queue"), ghost_(store) {}
 
   /// Small gets 10% of `bytes`, main the rest.

@@ -84,7 +84,7 @@ class WTinyLfu {
   static constexpr double kRestartThreshold = 0.05;     // hit-ratio change that restarts the step
   static constexpr double kNoiseBand = 0.5;             // a change below this many standard errors: hold
 
-  explicit WTinyLfu(const std::string& store)
+  explicit WTinyLfu(const detail::StoreName& store)
       : nodes_(store, "the W-TinyLFU lists"), sketch_(store, "the W-TinyLFU sketch") {}
 
   /// The window's target (and the climber's step) scale with the capacity.

@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: Apache-2.0
+// Options::memory_limit_bytes (detail/memory_budget.hpp): a workload that
+// would outgrow the limit never maps more than it, checked after every
+// write from stats() (memory_mapped_bytes, which must also equal
+// mapped_bytes + emptied_bytes: the count and the components agree) and,
+// outside the sanitizers, from the process's own mappings (/proc/self/smaps:
+// the store's anonymous mappings are the process's only MAP_NORESERVE ones,
+// its files' mappings are under its directory). A store refuses the write
+// that would pass the limit with out_of_space and keeps every record; a
+// cache evicts instead, on one thread or two; a file-backed store reopens
+// under its limit and is refused, whole, under a smaller one.
+#include <offheap/offheap.hpp>
+
+#include "support/env.hpp"
+#include "support/temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <malloc.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using offheap_test::kSanitized;
+
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+
+std::uint64_t mix(std::uint64_t x) noexcept {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::string key_of(std::uint32_t id) {
+  char b[24];
+  std::snprintf(b, sizeof b, "limit-%08u", id);
+  return b;
+}
+
+/// (id, version)'s value: log-uniform size over [16, max], its bytes derived
+/// from both, so that a value read back says whose it is.
+std::string value_of(std::uint32_t id, std::uint32_t version, std::size_t max) {
+  const std::uint64_t seed = mix(std::uint64_t{id} << 32 | version);
+  const double u = static_cast<double>(seed >> 11) * 0x1.0p-53;
+  const auto n = static_cast<std::size_t>(16.0 * std::pow(static_cast<double>(max) / 16.0, u));
+  std::string v(n, '\0');
+  std::memcpy(v.data(), &id, 4);
+  std::memcpy(v.data() + 4, &version, 4);
+  for (std::size_t i = 8; i < n; ++i) v[i] = static_cast<char>(mix(seed + i / 8) >> (8 * (i % 8)));
+  return v;
+}
+
+/// The bytes the process maps with MAP_NORESERVE and read-write (the
+/// engine's anonymous mappings; glibc's are not, with one arena), or with
+/// a `dir`, its mappings of files under it.
+std::uint64_t process_mapped(const std::string& dir) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  std::uint64_t total = 0, size = 0;
+  bool counted_kind = false;
+  while (std::getline(smaps, line)) {
+    unsigned long lo = 0, hi = 0;
+    char perms[8] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %7s", &lo, &hi, perms) == 3 && line.find(' ') != std::string::npos &&
+        line.find(':') > line.find(' ')) {
+      size = hi - lo;
+      const bool rw = perms[0] == 'r' && perms[1] == 'w';
+      const std::size_t slash = line.find('/');
+      const bool ours_file = !dir.empty() && slash != std::string::npos && line.compare(slash, dir.size(), dir) == 0;
+      if (ours_file) total += size;
+      counted_kind = dir.empty() && rw && slash == std::string::npos;  // anonymous: decided by VmFlags
+    } else if (line.rfind("VmFlags:", 0) == 0 && counted_kind) {
+      std::istringstream flags(line.substr(8));
+      for (std::string f; flags >> f;) {
+        if (f == "nr") total += size;
+      }
+      counted_kind = false;
+    }
+  }
+  return total;
+}
+
+/// Checks the limit from stats(): never passed, and the count equals what
+/// the components say they map.
+template <class S>
+void check_stats(const S& s, std::uint64_t limit) {
+  const offheap::Stats st = s.stats();
+  REQUIRE(st.memory_limit_bytes == limit);
+  REQUIRE(st.memory_mapped_bytes <= limit);
+  REQUIRE(st.memory_mapped_bytes == st.mapped_bytes + st.emptied_bytes);
+}
+
+bool is_out_of_space(const offheap::Error& e) {
+  return e.code() == offheap::Errc::out_of_space &&
+         std::string(e.what()).find("memory_limit_bytes") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("A store under memory_limit_bytes maps no more, refuses what would pass it and keeps every record",
+          "[memory_limit]") {
+  // One arena: threads of earlier tests would otherwise have glibc map
+  // NORESERVE heaps of their own while this test counts them.
+  ::mallopt(M_ARENA_MAX, 1);
+  const std::uint64_t limit = (kSanitized ? 24 : 48) * kMiB;
+  const std::uint64_t before = kSanitized ? 0 : process_mapped("");
+  std::map<std::uint32_t, std::uint32_t> model;  // id -> version
+  std::mt19937_64 rng(offheap_test::env_u64("OFFHEAP_SEED", 20261202));
+  {
+    offheap::Options o;
+    o.memory_limit_bytes = limit;
+    o.shards = 2;
+    o.max_chunk_bytes = 4 * kMiB;
+    o.background_maintenance = false;
+    o.compaction_factor = 1.2;
+    offheap::Store s(o);
+    check_stats(s, limit);
+    std::uint64_t refused = 0, written = 0;
+    std::uint32_t next_id = 0;
+    // Rounds: add new keys until the limit refuses 20 of them; then remove
+    // a third and update a third at other sizes (some refused too); compact.
+    for (int round = 0; round < 4; ++round) {
+      std::uint64_t refused_here = 0;
+      while (refused_here < 20) {
+        const std::uint32_t id = next_id++;
+        const std::string v = value_of(id, 0, 16 * 1024);
+        try {
+          s.put(key_of(id), v);
+          model[id] = 0;
+          ++written;
+        } catch (const offheap::Error& e) {
+          INFO(e.what());
+          REQUIRE(is_out_of_space(e));
+          REQUIRE_FALSE(s.contains(key_of(id)));  // nothing half-written
+          ++refused_here;
+        }
+        check_stats(s, limit);
+      }
+      refused += refused_here;
+      std::vector<std::uint32_t> ids;
+      for (const auto& [id, version] : model) ids.push_back(id);
+      for (std::uint32_t id : ids) {
+        const std::uint64_t r = rng() % 3;
+        if (r == 0) {
+          REQUIRE(s.remove(key_of(id)));
+          model.erase(id);
+        } else if (r == 1) {
+          const std::uint32_t version = model[id] + 1;
+          try {
+            s.put(key_of(id), value_of(id, version, 16 * 1024));
+            model[id] = version;
+          } catch (const offheap::Error& e) {
+            INFO(e.what());
+            REQUIRE(is_out_of_space(e));  // the old value stays (checked below)
+            ++refused;
+          }
+        }
+        check_stats(s, limit);
+      }
+      s.maintain();  // compaction empties chunks; they stay counted
+      check_stats(s, limit);
+    }
+    INFO("written " << written << ", refused " << refused);
+    CHECK(refused >= 80);
+    CHECK(written > 4 * 1000);
+    for (const auto& [id, version] : model) {
+      const std::optional<std::string> got = s.get(key_of(id));
+      REQUIRE(got.has_value());
+      REQUIRE(*got == value_of(id, version, 16 * 1024));
+    }
+    REQUIRE(s.size() == model.size());
+    REQUIRE(s.verify().empty());
+    const offheap::Stats st = s.stats();
+    // The limit was used, not just respected: within a chunk table and a
+    // few pages of it.
+    CHECK(st.memory_mapped_bytes > limit - limit / 8);
+    if (!kSanitized) {
+      // The process's own mappings say the same, to the byte.
+      REQUIRE(process_mapped("") - before == st.memory_mapped_bytes);
+    }
+  }
+  if (!kSanitized) REQUIRE(process_mapped("") == before);  // all of it unmapped
+}
+
+TEMPLATE_TEST_CASE("A cache under memory_limit_bytes evicts instead of passing it", "[memory_limit]",
+                   offheap::Cache, offheap::LruCache, offheap::TinyLfuCache) {
+  const std::uint64_t limit = (kSanitized ? 12 : 32) * kMiB;
+  offheap::Options o;
+  o.memory_limit_bytes = limit;
+  // Records up to the limit (the capacity may not be more): with the index,
+  // the policy and free space, the limit binds before the capacity.
+  o.capacity_bytes = limit;
+  o.shards = 2;
+  o.max_chunk_bytes = 4 * kMiB;
+  const bool two_writers = GENERATE(false, true);
+  o.background_maintenance = two_writers;
+  TestType c(o);
+  const std::uint32_t keys = kSanitized ? 50000 : 150000;  // about 3x the limit
+  const std::uint32_t writes = keys * 3;
+  // Versions written per key, by the thread that owns the key (id % 2).
+  std::vector<std::uint32_t> version(keys, 0);
+  std::atomic<bool> over{false};
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> samples{0};
+  std::mutex failure_mutex;
+  std::string failure;  // the first write that failed
+  auto writer = [&](std::uint32_t part, std::uint32_t parts) {
+    std::mt19937_64 rng(7 + part);
+    for (std::uint32_t i = 0; i < writes / parts; ++i) {
+      std::uint32_t id = static_cast<std::uint32_t>(rng() % keys);
+      id -= id % parts;
+      id += part;
+      if (id >= keys) continue;
+      const std::uint32_t v = ++version[id];
+      try {
+        c.put(key_of(id), value_of(id, v, 4096));  // never out_of_space: it evicts
+      } catch (const offheap::Error& e) {
+        --version[id];
+        const std::lock_guard<std::mutex> g(failure_mutex);
+        if (failure.empty()) failure = e.what();
+      }
+    }
+  };
+  std::thread sampler([&] {
+    while (!done.load()) {
+      const offheap::Stats st = c.stats();
+      if (st.memory_mapped_bytes > limit) over.store(true);
+      samples.fetch_add(1);
+    }
+  });
+  if (two_writers) {
+    std::thread a(writer, 0, 2), b(writer, 1, 2);
+    a.join();
+    b.join();
+  } else {
+    writer(0, 1);
+  }
+  done.store(true);
+  sampler.join();
+  REQUIRE(failure == "");
+  CHECK(samples.load() > 0);
+  REQUIRE_FALSE(over.load());
+  check_stats(c, limit);
+  // Read before maintain(): compaction may empty chunks then, which stay
+  // counted but hold no records until writers take them back.
+  const offheap::Stats st = c.stats();
+  INFO("records " << st.records << ", evictions " << st.evictions << " (" << st.limit_evictions
+                  << " for the limit), mapped " << st.memory_mapped_bytes << ": live " << st.live_bytes
+                  << ", free " << st.free_bytes << " in " << st.free_records << " records, journal "
+                  << st.journal_bytes << ", emptied " << st.emptied_bytes << ", index capacity "
+                  << st.index_capacity << ", retired index " << st.retired_bytes << ", policy "
+                  << st.policy_mapped_bytes << ", chunks " << st.chunks);
+  CHECK(st.limit_evictions > 0);
+  // The cache still holds about as much as it can: records of at least half
+  // the limit.
+  CHECK(st.live_bytes > limit / 2);
+  std::uint64_t present = 0;
+  for (std::uint32_t id = 0; id < keys; ++id) {
+    const std::optional<std::string> got = c.get(key_of(id));
+    if (!got) continue;
+    ++present;
+    REQUIRE(*got == value_of(id, version[id], 4096));  // the latest value, or none
+  }
+  REQUIRE(present == st.records);
+  REQUIRE(c.verify().empty());
+  c.maintain();
+  check_stats(c, limit);
+  REQUIRE(c.verify().empty());
+}
+
+TEST_CASE("A file-backed store under memory_limit_bytes reopens under it, and is refused whole under less",
+          "[memory_limit]") {
+  offheap_test::TempDir dir;
+  const std::uint64_t limit = 24 * kMiB;
+  offheap::Options o;
+  o.path = (dir / "s").string();
+  o.memory_limit_bytes = limit;
+  o.shards = 2;
+  o.max_chunk_bytes = 2 * kMiB;
+  o.background_maintenance = false;
+  std::uint32_t n = 0;
+  {
+    offheap::Store s(o);
+    for (;; ++n) {
+      try {
+        s.put(key_of(n), value_of(n, 1, 8192));
+      } catch (const offheap::Error& e) {
+        INFO(e.what());
+        REQUIRE(is_out_of_space(e));
+        break;
+      }
+      if (n % 64 == 0) check_stats(s, limit);
+    }
+    check_stats(s, limit);
+    if (!kSanitized) {
+      // Its files' mappings are inside the count (with its anonymous ones).
+      const std::uint64_t files = process_mapped(o.path);
+      CHECK(files > limit / 2);
+      CHECK(files <= s.stats().memory_mapped_bytes);
+    }
+  }
+  REQUIRE(n > 1000);
+  {
+    offheap::Store s(o);  // the same limit: what it held fits again
+    check_stats(s, limit);
+    REQUIRE(s.size() == n);
+  }
+  {
+    offheap::Options small = o;
+    small.memory_limit_bytes = limit / 2;
+    try {
+      offheap::Store s(small);
+      FAIL("opened " << s.size() << " records under half the limit they needed");
+    } catch (const offheap::Error& e) {
+      INFO(e.what());
+      REQUIRE(is_out_of_space(e));
+    }
+  }
+  offheap::Options none = o;
+  none.memory_limit_bytes = 0;
+  offheap::Store s(none);
+  REQUIRE(s.size() == n);
+  for (std::uint32_t id = 0; id < n; ++id) REQUIRE(s.get(key_of(id)) == value_of(id, 1, 8192));
+  REQUIRE(s.verify().empty());
+}
+
+TEST_CASE("A limit below what a store maps to open is refused with a clear error", "[memory_limit]") {
+  {
+    offheap::Options c;
+    c.memory_limit_bytes = 8 * kMiB;
+    c.capacity_bytes = 8 * kMiB + 1;
+    try {
+      offheap::Cache cache(c);
+      FAIL("a cache with more capacity than memory");
+    } catch (const offheap::Error& e) {
+      INFO(e.what());
+      REQUIRE(e.code() == offheap::Errc::invalid_argument);
+      REQUIRE(std::string(e.what()).find("memory_limit_bytes") != std::string::npos);
+    }
+  }
+  offheap::Options o;
+  o.memory_limit_bytes = 4096;
+  try {
+    offheap::Store s(o);
+    FAIL("a store opened in 4096 bytes");
+  } catch (const offheap::Error& e) {
+    INFO(e.what());
+    REQUIRE(is_out_of_space(e));
+  }
+  o.memory_limit_bytes = 2 * kMiB;  // enough for a small store
+  o.shards = 1;
+  offheap::Store s(o);
+  s.put("k", "v");
+  REQUIRE(s.get("k") == "v");
+  check_stats(s, 2 * kMiB);
+}

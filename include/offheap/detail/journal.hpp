@@ -691,17 +691,19 @@ class Journal {
     const std::uint32_t c = chunks_;
     const bool new_block =
         c >= kBlockEntries && blocks_[c / kBlockEntries].load(std::memory_order_relaxed) == nullptr;
-    // Under Options::memory_limit_bytes: a smaller chunk, down to the
-    // record's size, rather than none; at most half the room left, so that
-    // the index and policy structures that come with records find some.
-    // (Other shards map meanwhile: the mapping itself checks again, and
-    // throws LimitReached if it must.)
+    // Under Options::memory_limit_bytes: a smaller chunk rather than none,
+    // down to min_chunk_bytes or the record if larger (a chunk compaction
+    // empties stays fit for any record of that size); at most half the
+    // room left, so that the index and policy structures that come with
+    // records find some, and the last min_chunk_bytes stay theirs. (Other
+    // shards map meanwhile: the mapping itself checks again, and throws
+    // LimitReached if it must.)
     const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
     const std::uint64_t extra = head + (new_block ? kBlockBytes : 0);
     const std::uint64_t room = name_.budget.available();
     if (size + extra > room / 2) {
       const std::uint64_t fits = room / 2 > extra ? (room / 2 - extra) / page_size() * page_size() : 0;
-      size = std::max(fits, round_up(need, page_size()));
+      size = std::max(fits, std::max(round_up(need, page_size()), config_.min_chunk_bytes));
     }
     if (new_block) {
       // Mapped first, so that a failure leaves no chunk behind.

@@ -359,6 +359,13 @@ class Journal {
     return best;
   }
   std::uint64_t emptied_bytes() const noexcept { return emptied_bytes_; }
+  /// Whether some chunk (emptied or not) is `bytes` or larger.
+  bool a_chunk_holds(std::uint64_t bytes) const noexcept {
+    for (std::uint32_t c = 0; c < chunks_; ++c) {
+      if (chunk_size(c) >= bytes) return true;
+    }
+    return false;
+  }
   std::uint32_t emptied_chunks() const noexcept { return emptied_count_; }
   /// used_bytes() outside emptied chunks.
   std::uint64_t active_bytes() const noexcept {
@@ -528,7 +535,12 @@ class Journal {
                         "number, store id or size does not match)");
       }
       std::byte* map = map_file(fd.get(), 0, size, !f.read_only, true, store, path);
-      publish_chunk(map + format::kChunkHeaderBytes, h.data_bytes, store);
+      try {
+        publish_chunk(map + format::kChunkHeaderBytes, h.data_bytes, store);  // may map a chunk-table block
+      } catch (...) {
+        unmap(map, size, store);
+        throw;
+      }
       if (load_relaxed(word_at(map + format::kEmptiedMarkOffset)) == format::emptied_mark(end_salt(c))) {
         emptied_[c / 64] |= std::uint64_t{1} << (c % 64);  // (the file says so already)
         emptied_bytes_ += h.data_bytes;
@@ -611,6 +623,11 @@ class Journal {
     const std::string name = format::chunk_file_name(config_.shard, c);
     const std::string tmp = name + ".tmp";
     const std::string path = f.dir_path + "/" + name;
+    // Under Options::memory_limit_bytes: refused before any file work (the
+    // mapping checks again, against other shards meanwhile).
+    if (name_.budget.available() < format::kChunkHeaderBytes + size) {
+      throw_limit_reached(name_, format::kChunkHeaderBytes + size, "a journal chunk");
+    }
     Fd fd(open_at(f.dir_fd, tmp, O_RDWR | O_CREAT | O_TRUNC));
     if (!fd) throw_os(errno, name_, "creating " + path);
     std::byte* map = nullptr;

@@ -62,12 +62,20 @@ typename Shard<P>::Slot Shard<P>::allocate(std::uint64_t need, bool grow, std::u
   }
   if (!grow && !journal_.tail_fits(record::kHeaderBytes + need)) return {Location::none(), nullptr, 0, false};
   free_.reserve_chunks(journal_.chunks() + 1);  // may throw; nothing has changed yet
-  const Location loc = journal_.append(
-      record::kHeaderBytes + need, [this](Location l, std::byte* r, std::uint64_t bytes) {
-        // Space the tail skips, after a live record (a free record never
-        // ends at the tail: release() hands it back).
-        push_free_range(l, r, bytes, false, next_stamp());
-      });
+  Location loc;
+  try {
+    loc = journal_.append(  // may throw; nothing has changed yet
+        record::kHeaderBytes + need, [this](Location l, std::byte* r, std::uint64_t bytes) {
+          // Space the tail skips, after a live record (a free record never
+          // ends at the tail: release() hands it back).
+          push_free_range(l, r, bytes, false, next_stamp());
+        });
+  } catch (LimitReached& e) {
+    // A cache's evictions free space in the chunks there are: no help to a
+    // record none of them could hold.
+    e.evicting_helps = journal_.a_chunk_holds(record::kHeaderBytes + need);
+    throw;
+  }
   return {loc, journal_.at(loc), need, false};
 }
 

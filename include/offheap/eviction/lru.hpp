@@ -78,11 +78,13 @@ class Lru {
     while (nodes_.size() != 0) {
       const std::uint32_t n = nodes_.tail(kList);
       Handle h{nodes_.node(n).loc, nodes_.node(n).stamp, 0, 0};
-      const bool current = host.current(h);
+      if (!host.current(h)) {
+        nodes_.erase(n);
+        continue;  // (never under the lock: forget() came first)
+      }
+      host.evict(h);  // may throw (no room for a dead marker): the node stays, as the record does
       nodes_.erase(n);
-      if (!current) continue;  // (never under the lock: forget() came first)
       bytes_ -= h.bytes;
-      host.evict(h);
       return true;
     }
     return false;

@@ -116,9 +116,16 @@ class WTinyLfu {
   /// sketch's first table) cannot be mapped.
   template <class Host>
   void admit(const Handle& h, Host& host) {
-    // The first table is mapped before anything changes; later resizes may
-    // fail and keep the old one.
-    if (!sketch_.mapped()) sketch_.resize(estimate_records(h.bytes));
+    // The first table: the record is already in the store, so a refusal
+    // (Options::memory_limit_bytes, the OS) is not thrown; the sketch reads
+    // 0 for every key until a later admit maps it. Later resizes may fail
+    // and keep the old one.
+    if (!sketch_.mapped()) {
+      try {
+        sketch_.resize(estimate_records(h.bytes));
+      } catch (const Error&) {
+      }
+    }
     nodes_.insert(h.loc, h.stamp, kWindow);  // may throw: nothing changed yet
     bytes_[kWindow] += h.bytes;
     resize_sketch_if_needed();

@@ -13,6 +13,7 @@
 
 #include "support/env.hpp"
 #include "support/temp_dir.hpp"
+#include "support/zipf.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -39,12 +40,8 @@ using offheap_test::kSanitized;
 
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 
-std::uint64_t mix(std::uint64_t x) noexcept {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+/// SplitMix64's step: the finalizer over the golden-ratio increment.
+std::uint64_t mix(std::uint64_t x) noexcept { return offheap_test::mix64(x + 0x9E3779B97F4A7C15ull); }
 
 std::string key_of(std::uint32_t id) {
   char b[24];

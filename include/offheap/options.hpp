@@ -178,13 +178,19 @@ struct Options {
   /// structures, the expiry wheel and the read counters; in file-backed
   /// stores the chunk files' and the saved index's mappings. Nothing is
   /// mapped that would pass it (Stats::memory_mapped_bytes <=
-  /// memory_limit_bytes at every moment). A write that would need more:
-  /// a cache evicts from the writer's shard (by its policy) until the
-  /// record fits in space already mapped, and gives up with
-  /// Errc::out_of_space only when nothing is left to evict or what is
-  /// missing is not record space (an index that must grow, a policy
-  /// structure); a store refuses it with Errc::out_of_space and keeps
-  /// every record. Opening needs the fixed part (per shard: an index table,
+  /// memory_limit_bytes at every moment). Journal chunks, which stay mapped
+  /// once mapped, leave room beside them for what grows with the records
+  /// (the policy's structures, the expiry wheel, lists of removals waiting)
+  /// and, with a removal listener or Durability::periodic, for the dead
+  /// markers removals need. A write that would need more: a cache evicts
+  /// from the writer's shard (by its policy) until the record fits in space
+  /// already mapped (with a listener or periodic, the writer then reports
+  /// the removals waiting, calling the listener on its own thread, or
+  /// syncs the shard twice, and tries again), and gives up with
+  /// Errc::out_of_space only when nothing is left to evict or evicting
+  /// cannot help (a record no chunk could hold, an index that must grow);
+  /// expiry-wheel entries of records gone are swept first; a store refuses
+  /// it with Errc::out_of_space and keeps every record. Opening needs the fixed part (per shard: an index table,
   /// the free-list and chunk tables; per store: read counters) and, for a
   /// store on disk, its chunk files' size: Errc::out_of_space otherwise.
   /// Growing the index needs the old and the new table at once: pre-size

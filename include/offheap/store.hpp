@@ -306,7 +306,7 @@ class OffHeapStore {
     check_key(key);
     const std::uint64_t h = hash_(key);
     Shard& s = shards_.for_hash(h);
-    const bool removed = s.erase(key, h, nullptr);
+    const bool removed = at_limit(s, [&] { return s.erase(key, h, nullptr); });
     nudge(s);
     return removed;
   }
@@ -318,7 +318,7 @@ class OffHeapStore {
     check_key(key);
     const std::uint64_t h = hash_(key);
     Shard& s = shards_.for_hash(h);
-    const bool removed = s.erase(key, h, &expected);
+    const bool removed = at_limit(s, [&] { return s.erase(key, h, &expected); });
     nudge(s);
     return removed;
   }
@@ -695,10 +695,33 @@ class OffHeapStore {
       throw_too_large(key, value, true);
     }
     Shard& s = shards_.for_hash(h);
-    const bool wrote = s.write(key, h, value, type, mode, expected, deadline);
+    const bool wrote = at_limit(s, [&] { return s.write(key, h, value, type, mode, expected, deadline); });
     nudge(s);
     return wrote;
   }
+
+  /// Runs op() (a write or a removal on `s`). When Options::memory_limit_bytes
+  /// refused it a mapping that removals waiting for the listener or a sync
+  /// (Durability::periodic) hold the room for (a cache's evictions, a
+  /// store's removals and updates), this thread frees them, outside the
+  /// shard's lock, and tries again, a few times.
+  template <class Op>
+  auto at_limit(Shard& s, Op&& op) {
+    for (int round = 0;; ++round) {
+      try {
+        return op();
+      } catch (const detail::LimitReached& e) {
+        if (!e.evicting_helps || round == 4 || !free_waiting_removals(s)) throw;
+        check_writable();  // a sync that failed refuses the write (io_error)
+      }
+    }
+  }
+  /// For a write the memory limit refused: frees the shard's removals
+  /// that wait for the listener or a sync (store_lifecycle.hpp).
+  bool free_waiting_removals(Shard& s);
+  /// A maintenance step that the memory limit may refuse (store_lifecycle.hpp).
+  template <class Step>
+  static std::uint64_t limited(bool& backlog, Step&& step);
 
   /// After a write to `s`: if the shard now wants a maintenance round
   /// before the thread's planned wake-up (a deadline, freed pages, stale

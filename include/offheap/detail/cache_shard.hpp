@@ -227,6 +227,16 @@ void Shard<P>::make_room(std::uint64_t need) {
                     " bytes cannot fit in a cache shard that holds " + std::to_string(capacity_) +
                     " bytes (Options::capacity_bytes / shards, plus the slack)");
   }
+  // Under Options::memory_limit_bytes, a record no chunk could hold is
+  // refused before anything is evicted for it (evictions give the limit
+  // nothing back).
+  if (!journal_.could_hold(bytes)) {
+    LimitReached e(journal_.name() + ": a record of " + std::to_string(need) +
+                   " bytes fits no journal chunk mapped and no chunk that Options::memory_limit_bytes (" +
+                   std::to_string(journal_.store_name().budget.limit()) + " bytes) leaves room for");
+    e.evicting_helps = false;
+    throw e;
+  }
   // Past the hard limit: the maintenance thread has fallen behind (or is
   // not running). Evict as much as this record needs, no more: the work
   // stays proportional to what the writer writes. The readers' latest hits
@@ -240,19 +250,31 @@ void Shard<P>::make_room(std::uint64_t need) {
 /// A write that Options::memory_limit_bytes refused a new chunk
 /// (LimitReached): evicts records, by the policy, of at least `bytes` and
 /// about 1% of the shard more (doubled with each `round` of the same
-/// write, from 1), so that the write, tried again, finds room in space
+/// write, from 1, up to 16%), so that the write, tried again, finds room in space
 /// already mapped (records, policy nodes and segments), and the next
-/// writes do without coming back here. Returns false when evicting cannot help:
-/// nothing is left to evict, or the evicted records' space is not free yet
-/// (a removal listener, or Durability::periodic, keeps it until the
-/// listener or a sync has run).
+/// writes do without coming back here. Returns false when evicting cannot
+/// help now: nothing is left to evict, or the evicted records' space is
+/// not free yet (a removal listener, or Durability::periodic, keeps it
+/// until the listener or a sync has run: the store's write runs them and
+/// tries again).
 template <class P>
 bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
   if constexpr (kBufferedHits) drain_hits();
   EvictHost host{*this};
   const std::uint64_t before = live_bytes_, evicted = evictions_;
-  const std::uint64_t want = bytes + (before / 128 << std::min<std::uint64_t>(round - 1, 7));
-  while (live_bytes_ != 0 && before - live_bytes_ < want && policy_.evict_one(host)) {
+  // Evictions that free only after a report or a sync (the caller's, in
+  // Store::free_waiting_removals()) take 1/16 at once: fewer of those.
+  const std::uint64_t share = reports_on_ || defer_frees_ ? before / 16 : before / 128;
+  const std::uint64_t want = bytes + (share << std::min<std::uint64_t>(round - 1, 4));
+  try {
+    while (live_bytes_ != 0 && before - live_bytes_ < want && policy_.evict_one(host)) {
+    }
+  } catch (const LimitReached&) {
+    // An eviction's dead marker found no room (its space waits for a sync
+    // or a report): those made so far count; the store's write frees
+    // what waits and tries again.
+    limit_evictions_ += evictions_ - evicted;
+    throw;
   }
   limit_evictions_ += evictions_ - evicted;
   return live_bytes_ < before && !reports_on_ && !defer_frees_;

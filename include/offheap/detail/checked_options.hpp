@@ -144,6 +144,14 @@ inline ShardConfig shard_config(const Options& o, StoreFiles* files) {
   c.clock = o.clock;
   c.compaction_factor = o.compaction_factor;
   c.report_removals = static_cast<bool>(o.on_removal) && !o.read_only;
+  // Removals that free their space only after a sync or a report need a
+  // dead marker (and list entries) first: under a memory limit, record
+  // chunks leave room for a marker chunk and a few list pages per shard,
+  // at most an eighth of the limit.
+  if (o.memory_limit_bytes != 0 && (c.report_removals || (c.durable && c.defer_frees && !c.sync_each_write))) {
+    const std::uint64_t per_shard = o.min_chunk_bytes + (std::uint64_t{64} << 10);
+    c.journal.limit_reserve = std::min(o.memory_limit_bytes / 8, per_shard * o.shards);
+  }
   // Keys spread over shards binomially: room for four standard deviations
   // above the mean, so that a store filled to expected_entries never grows.
   if (o.expected_entries != 0) {

@@ -65,7 +65,7 @@ class CountMin {
     const std::uint64_t counters = std::bit_ceil(records * 4) * kDepth;
     std::uint64_t blocks = counters / kCountersPerBlock;
     if (blocks < page_size() / kBlockBytes) blocks = page_size() / kBlockBytes;
-    auto* t = reinterpret_cast<std::uint64_t*>(map_anonymous(blocks * kBlockBytes, store_, what_));
+    auto* t = reinterpret_cast<std::uint64_t*>(map_optional(blocks * kBlockBytes, store_, what_));
     release();
     table_ = t;
     blocks_ = blocks;

@@ -82,8 +82,10 @@ class ExpiryWheel {
       if (free_ == kNone) nodes_.reserve_one();
       heap_.reserve_one();
     } catch (LimitReached& e) {
-      // An eviction frees no node: it stays until its deadline comes round.
+      // An eviction frees no node by itself: its entry stays until its
+      // deadline comes round or a sweep drops it (Shard::write() sweeps).
       e.evicting_helps = false;
+      e.sweep_helps = true;
       throw;
     }
   }

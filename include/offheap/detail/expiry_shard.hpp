@@ -84,6 +84,24 @@ std::uint64_t Shard<P>::expire(std::uint64_t now, std::uint64_t max, bool* more)
   return n;
 }
 
+/// For a write the memory limit refused: drops every stale entry from the
+/// wheel now (under the lock), so that the entries it frees take new
+/// deadlines. Returns whether it dropped any.
+template <class P>
+bool Shard<P>::sweep_wheel() {
+  const std::uint64_t before = wheel_.size();
+  const auto stale = [&](std::uint64_t loc, std::uint64_t stamp) {
+    return !held_record(Location::from_raw(loc), stamp, false).found;
+  };
+  // From where a sweep in progress stopped to the end, then once round.
+  while (!wheel_.sweep(~std::uint64_t{0}, stale)) {
+  }
+  while (!wheel_.sweep(~std::uint64_t{0}, stale)) {
+  }
+  sweeping_ = false;
+  return wheel_.size() < before;
+}
+
 template <class P>
 void Shard<P>::rebuild_expiry() {
   const WriteLock guard(*this);

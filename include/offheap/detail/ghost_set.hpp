@@ -54,6 +54,8 @@ class GhostSet {
     capacity_ = capacity;
   }
   std::uint64_t capacity() const noexcept { return capacity_; }
+  /// The largest capacity set_capacity() takes without mapping.
+  std::uint64_t table_holds() const noexcept { return cur_.buckets * kLoad; }
 
   /// Remembers `hash` as the newest entry.
   void insert(std::uint64_t hash) noexcept {
@@ -131,7 +133,7 @@ class GhostSet {
   void grow(std::uint64_t capacity) {
     const std::uint64_t want = std::bit_ceil((capacity + kLoad - 1) / kLoad);
     Table t;
-    t.words = reinterpret_cast<std::uint64_t*>(map_anonymous(bytes_of(want), store_, "the S3-FIFO ghost"));
+    t.words = reinterpret_cast<std::uint64_t*>(map_optional(bytes_of(want), store_, "the S3-FIFO ghost"));
     t.buckets = want;
     drop(old_);
     old_ = cur_;

@@ -465,6 +465,12 @@ class Index {
     IndexTable* t = nullptr;
     if (full_ + 1 > limit_of(old->capacity()) / 2) {
       try {
+        // Under a limit, twice the size only with room for its spare too
+        // (keep_spare()): else a rebuild of the same size, in the spare.
+        const std::uint64_t twice = IndexTable::bytes_for(groups * 2);
+        if (name_.budget.limit() != 0 && name_.budget.available() / 2 < twice) {
+          throw_limit_reached(name_, 2 * twice, "an index table twice the size and its spare");
+        }
         t = create(groups * 2);
       } catch (LimitReached& e) {
         // Evicting helps a cache when live entries, not tombstones, fill
@@ -501,22 +507,53 @@ class Index {
   /// capacity (tombstones dropped) or clear() maps nothing: a store at its
   /// limit still rebuilds, a cache still replaces entries. Best effort: with
   /// no room for it, none is kept (the rebuild then maps, or fails).
+  ///
+  /// A spare of another size that no reader ever saw (one kept this way
+  /// for a smaller table, or the constructor's before a reopen adopted a
+  /// larger table) is unmapped: tables never shrink while a limit holds
+  /// them. (A replaced table stays mapped: a stale reader may be in it.)
   void keep_spare() noexcept {
     if (name_.budget.limit() == 0) return;
     const std::uint64_t bytes = table_->mapped_bytes;
-    for (IndexTable* s = spares_; s != nullptr; s = s->next_retired) {
-      if (s->mapped_bytes == bytes) return;
+    bool kept = false;
+    for (IndexTable** link = &spares_; *link != nullptr;) {
+      IndexTable* s = *link;
+      if (s->mapped_bytes == bytes) kept = true;
+      if (s->mapped_bytes != bytes && s->retire_tag == kNeverPublished) {
+        *link = s->next_retired;
+        IndexTable::destroy(s, name_);
+        continue;
+      }
+      link = &s->next_retired;
     }
+    if (kept) return;
     for (IndexTable* s = retired_; s != nullptr; s = s->next_retired) {
       if (s->mapped_bytes == bytes) return;  // a spare once walks have left it
     }
     try {
       IndexTable* s = IndexTable::create(table_->groups, name_);
+      s->retire_tag = kNeverPublished;
       s->next_retired = spares_;
       spares_ = s;
     } catch (const Error&) {
     }
   }
+  /// Unmaps the spares no reader ever saw (keep_spare()'s): before a clean
+  /// open maps its saved table, so that it needs no third table's room.
+  void drop_unpublished_spares() noexcept {
+    for (IndexTable** link = &spares_; *link != nullptr;) {
+      IndexTable* s = *link;
+      if (s->retire_tag == kNeverPublished) {
+        *link = s->next_retired;
+        IndexTable::destroy(s, name_);
+        continue;
+      }
+      link = &s->next_retired;
+    }
+  }
+  /// The retire tag of a spare keep_spare() mapped (WalkGate's tags count
+  /// up from 0 and never reach it).
+  static constexpr std::uint64_t kNeverPublished = ~std::uint64_t{0};
 
   /// Tells readers inside the table that the bytes at locations they hold
   /// may have stopped being records: a freed record merged into a free

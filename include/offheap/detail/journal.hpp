@@ -70,6 +70,10 @@ struct JournalConfig {
   std::uint64_t max_chunk_bytes = std::uint64_t{1} << 30;
   const FileBacking* files = nullptr;  // null: anonymous memory
   std::uint32_t shard = 0;
+  // Under Options::memory_limit_bytes, the bytes of the store's budget
+  // that record chunks leave to dead markers and the lists that wait for
+  // a sync or a report (Journal::MarkerRoom): 0 where removals free at once.
+  std::uint64_t limit_reserve = 0;
 };
 
 class Journal {
@@ -111,6 +115,26 @@ class Journal {
   }
 
   // ---- writer side (the shard's lock is held) -------------------------------
+
+  /// Under Options::memory_limit_bytes: the bytes the shard's structures
+  /// that grow with its records map now (the eviction policy, the expiry
+  /// wheel, the lists of removals waiting), told before an append that
+  /// may add a chunk (keep_beside()).
+  void set_companions(std::uint64_t bytes) noexcept { companions_ = bytes; }
+
+  /// While one lives, a chunk the journal adds may take the part of the
+  /// memory limit kept for dead markers (JournalConfig::limit_reserve):
+  /// around the allocation of a removal's or an eviction's marker.
+  class MarkerRoom {
+   public:
+    explicit MarkerRoom(Journal& j) noexcept : j_(j) { j_.marker_room_ = true; }
+    MarkerRoom(const MarkerRoom&) = delete;
+    MarkerRoom& operator=(const MarkerRoom&) = delete;
+    ~MarkerRoom() { j_.marker_room_ = false; }
+
+   private:
+    Journal& j_;
+  };
 
   /// The record at a location the writer itself produced.
   [[gnu::always_inline]] std::byte* at(Location loc) const noexcept {
@@ -359,6 +383,14 @@ class Journal {
     return best;
   }
   std::uint64_t emptied_bytes() const noexcept { return emptied_bytes_; }
+  /// Whether a record of `bytes` could be placed at all: some chunk is as
+  /// large, or one could be mapped under Options::memory_limit_bytes
+  /// (evicting records never gives the limit back what chunks took).
+  bool could_hold(std::uint64_t bytes) const noexcept {
+    if (name_.budget.limit() == 0 || a_chunk_holds(bytes)) return true;
+    const std::uint64_t size = round_up(bytes, page_size()) + (files() ? format::kChunkHeaderBytes : 0);
+    return name_.budget.available() >= size + keep_beside(size);
+  }
   /// Whether some chunk (emptied or not) is `bytes` or larger.
   bool a_chunk_holds(std::uint64_t bytes) const noexcept {
     for (std::uint32_t c = 0; c < chunks_; ++c) {
@@ -717,10 +749,16 @@ class Journal {
     // LimitReached if it must.)
     const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
     const std::uint64_t extra = head + (new_block ? kBlockBytes : 0);
-    const std::uint64_t room = name_.budget.available();
+    const std::uint64_t available = name_.budget.available();
+    const std::uint64_t room = available > keep_beside(size) ? available - keep_beside(size) : 0;
+    // A chunk for a dead marker, from the reserve: the least.
+    if (marker_room_ && config_.limit_reserve != 0) size = std::max(round_up(need, page_size()), config_.min_chunk_bytes);
     if (size + extra > room / 2) {
       const std::uint64_t fits = room / 2 > extra ? (room / 2 - extra) / page_size() * page_size() : 0;
       size = std::max(fits, std::max(round_up(need, page_size()), config_.min_chunk_bytes));
+    }
+    if (name_.budget.limit() != 0 && size + extra + keep_beside(size) > available) {
+      throw_limit_reached(name_, size + extra, "a journal chunk (the rest is kept for the structures that grow with records)");
     }
     if (new_block) {
       // Mapped first, so that a failure leaves no chunk behind.
@@ -734,8 +772,27 @@ class Journal {
     return c;
   }
 
+  /// Under Options::memory_limit_bytes, what a new chunk of `size` bytes
+  /// must leave unmapped beside it: the reserve for dead markers
+  /// (JournalConfig::limit_reserve), and room for the shard's structures
+  /// that grow with its records (set_companions()) to grow as much as the
+  /// journal does, in proportion. Chunks stay mapped (emptied ones too),
+  /// so what they take is never given back to the rest while the store
+  /// runs. A MarkerRoom takes the reserve, not the companions' room.
+  std::uint64_t keep_beside(std::uint64_t size) const noexcept {
+    if (name_.budget.limit() == 0) return 0;
+    const std::uint64_t journal = std::max(mapped_bytes_, config_.min_chunk_bytes);
+    // As much again as they map now at least: their sizes move (queues
+    // with stale entries until a sweep, lists of removals until a sync).
+    const auto grow = static_cast<std::uint64_t>(static_cast<double>(companions_) * static_cast<double>(size) /
+                                                 static_cast<double>(journal));
+    return (marker_room_ ? 0 : config_.limit_reserve) + std::max(grow, companions_);
+  }
+
   JournalConfig config_;
   const StoreName& name_;  // the store's name, which outlives the journal
+  bool marker_room_ = false;  // a MarkerRoom is open: the reserve may be mapped
+  std::uint64_t companions_ = 0;  // set_companions()
   // Chunks 0-255 resolve through the first block, kept in this object so
   // that the common case is one load off the location's critical path; the
   // other blocks are mapped as needed.

@@ -52,6 +52,7 @@ class LocationList {
   void push(Location loc) noexcept { data_[size_++] = loc.raw(); }
   Location operator[](std::uint64_t i) const noexcept { return Location::from_raw(data_[i]); }
   std::uint64_t size() const noexcept { return size_; }
+  std::uint64_t mapped_bytes() const noexcept { return capacity_ * 8; }
   /// Removes the first n entries.
   void drop_front(std::uint64_t n) noexcept {
     if (n == 0) return;

@@ -83,6 +83,9 @@ class LimitReached : public Error {
  public:
   explicit LimitReached(const std::string& message) : Error(Errc::out_of_space, message) {}
   bool evicting_helps = true;
+  // The expiry wheel's nodes: a sweep of the entries of records gone frees
+  // some (an eviction only makes its record's entry stale).
+  bool sweep_helps = false;
 };
 
 [[noreturn, gnu::cold, gnu::noinline]] inline void throw_limit_reached(const StoreName& store,

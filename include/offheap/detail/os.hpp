@@ -85,6 +85,17 @@ inline std::byte* map_anonymous(std::uint64_t bytes, const StoreName& store, con
   return static_cast<std::byte*>(p);
 }
 
+/// map_anonymous() for a structure that can do without the memory (an
+/// S3-FIFO ghost, a frequency sketch that keeps its size): under
+/// Options::memory_limit_bytes, only while a sixteenth of the limit stays
+/// unmapped after it, for what cannot (queue segments, list pages, dead
+/// markers); LimitReached otherwise.
+inline std::byte* map_optional(std::uint64_t bytes, const StoreName& store, const char* what) {
+  const std::uint64_t limit = store.budget.limit();
+  if (limit != 0 && store.budget.available() < bytes + limit / 16) throw_limit_reached(store, bytes, what);
+  return map_anonymous(bytes, store, what);
+}
+
 /// Unmaps what map_anonymous() or map_file() mapped for `store`, and gives
 /// the bytes back to its budget.
 inline void unmap(void* p, std::uint64_t bytes, const StoreName& store) noexcept {

@@ -51,7 +51,7 @@ void Shard<P>::retire(Location loc, Location marker, RemovalCause cause, std::ui
 
 template <class P>
 template <class Fn>
-std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max, const void* store) {
+std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max, const void* store, bool* busy) {
   struct Item {
     Retired r;
     const std::byte* rec;
@@ -59,7 +59,13 @@ std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max, const void* store) {
     std::uint16_t key_len;
   };
   Item batch[kReportBatch];
-  const std::lock_guard<std::mutex> one_batch(report_mutex_);
+  std::unique_lock<std::mutex> one_batch(report_mutex_, std::defer_lock);
+  if (busy == nullptr) {
+    one_batch.lock();
+  } else if (!one_batch.try_lock()) {
+    *busy = true;  // another thread reports this shard (or this one, further out)
+    return 0;
+  }
   std::uint64_t n = 0;
   {
     const WriteLock guard(*this);

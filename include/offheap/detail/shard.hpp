@@ -318,6 +318,7 @@ class alignas(64) Shard {
   std::uint64_t expire(std::uint64_t now, std::uint64_t max, bool* more = nullptr);
   /// After an open: schedules every record with a deadline. Takes the lock.
   void rebuild_expiry();
+  bool sweep_wheel();  // expiry_shard.hpp: a write at the memory limit
   /// Wheel entries expire() looks at per call while it sweeps stale ones,
   /// and the stale entries a shard may hold (beyond as many as it has
   /// records) before a sweep begins.
@@ -401,12 +402,13 @@ class alignas(64) Shard {
   /// Calls fn(key, value, cause) for up to `max` of the oldest removed
   /// records (at most a batch of kReportBatch), without the writer lock,
   /// with t_in_removal_listener set to `store`, then frees them; returns how
-  /// many. Takes report_mutex_, and the lock twice. Throws
+  /// many. Takes report_mutex_ (with `busy`: only if free at once; else
+  /// sets *busy and returns 0), and the lock twice. Throws
   /// Error(out_of_space), nothing changed, if the lists that free the batch
   /// (file-backed) cannot be made room on.
   static constexpr std::uint64_t kReportBatch = 256;
   template <class Fn>
-  std::uint64_t report(Fn& fn, std::uint64_t max, const void* store);
+  std::uint64_t report(Fn& fn, std::uint64_t max, const void* store, bool* busy = nullptr);
   /// Removed records not yet freed (a clean close saves no shard with any).
   std::uint64_t retired_left() const {
     const std::lock_guard<Lock> guard(lock_);
@@ -656,6 +658,7 @@ class alignas(64) Shard {
   /// chunk of at most `revive_most` bytes brought back, or the tail (a new
   /// chunk only if `grow`; else a none location when nothing else has room).
   Slot allocate(std::uint64_t need, bool grow = true, std::uint64_t revive_most = ~std::uint64_t{0});
+  std::uint64_t companion_bytes() const noexcept;
   void push_free_range(Location l, std::byte* r, std::uint64_t bytes, bool prev_free,
                        std::uint64_t stamp) noexcept;
   void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;

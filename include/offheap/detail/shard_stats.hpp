@@ -24,7 +24,7 @@ void Shard<P>::add_stats(Stats& s) const {
   s.retired_records += retired_records_;
   s.retired_record_bytes += retired_bytes_;
   s.listener_errors += listener_errors_;
-  s.mapped_bytes += reports_.mapped_bytes();
+  s.mapped_bytes += reports_.mapped_bytes() + deferred_.mapped_bytes() + dead_.mapped_bytes();
   s.records += records_.load(std::memory_order_relaxed);
   s.expirations += expirations_;
   s.expiry_entries += wheel_.size();

@@ -20,23 +20,40 @@ template <class P>
 bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
            Mode mode, std::string_view expected, std::uint64_t deadline) {
   const WriteLock guard(*this);
-  if constexpr (!kEvicts) {
-    return write_locked(key, h, value, type, mode, expected, deadline);
-  } else {
-    // Bounds what one write may evict for the limit when eviction does
-    // not bring the room it lacks (an expiry wheel that must grow).
-    std::uint64_t rounds = 0;
-    for (;;) {
-      try {
-        return write_locked(key, h, value, type, mode, expected, deadline);
-      } catch (const LimitReached& e) {
-        // Options::memory_limit_bytes refused a mapping (a chunk for the
-        // record, a policy segment): evict, then try again from the start
-        // (write_locked() throws only before it changes anything, and the
-        // key itself may have been evicted).
-        const std::uint64_t need = record::payload_for(key.size(), value.size(), deadline != 0);
-        if (!e.evicting_helps || ++rounds > 16 || !evict_for_room(record::kHeaderBytes + need, rounds)) throw;
+  // Bounds what one write may evict or sweep for the limit when that does
+  // not bring the room it lacks.
+  std::uint64_t rounds = 0;
+  bool evicted_for_wheel = false;
+  for (;;) {
+    try {
+      return write_locked(key, h, value, type, mode, expected, deadline);
+    } catch (const LimitReached& e) {
+      // Options::memory_limit_bytes refused a mapping (a chunk for the
+      // record, a policy segment, expiry wheel nodes): make room, then try
+      // again from the start (write_locked() throws only before it changes
+      // anything, and the key itself may have been evicted).
+      if (++rounds > 16) throw;
+      if (e.sweep_helps) {
+        // The wheel's nodes: first the entries of records gone since
+        // (they stay until they fall due or a sweep drops them); then, in
+        // a cache, one round of evictions, whose entries the next sweep
+        // drops (if the records had deadlines: else the write fails).
+        if (sweep_wheel()) continue;
+        if constexpr (kEvicts) {
+          if (!evicted_for_wheel) {
+            evicted_for_wheel = true;
+            const std::uint64_t evicted = evictions_;
+            (void)evict_for_room(0, 1);
+            if (evictions_ != evicted) continue;
+          }
+        }
+        throw;
       }
+      if constexpr (kEvicts) {
+        const std::uint64_t need = record::payload_for(key.size(), value.size(), deadline != 0);
+        if (e.evicting_helps && evict_for_room(record::kHeaderBytes + need, rounds)) continue;
+      }
+      throw;
     }
   }
 }
@@ -167,13 +184,19 @@ bool Shard<P>::erase(std::string_view key, std::uint64_t h, const std::string_vi
 
 template <class P>
 typename Shard<P>::Slot Shard<P>::removal_marker(std::uint64_t key_len) {
+  // A marker may take the part of the memory limit that record chunks
+  // leave (JournalConfig::limit_reserve): at the limit, a removal or an
+  // eviction needs one before it frees anything.
   if (reports_on_) {
     reports_.reserve_one();
-    return durable_ ? allocate(record::payload_for(key_len, 0)) : Slot{};
+    if (!durable_) return Slot{};
+    const Journal::MarkerRoom room(journal_);
+    return allocate(record::payload_for(key_len, 0));
   }
   if (!defer_frees_) return Slot{};
   dead_.reserve_one();
   deferred_.reserve_one();
+  const Journal::MarkerRoom room(journal_);
   return allocate(record::payload_for(key_len, 0));
 }
 

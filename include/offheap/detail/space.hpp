@@ -62,6 +62,9 @@ typename Shard<P>::Slot Shard<P>::allocate(std::uint64_t need, bool grow, std::u
   }
   if (!grow && !journal_.tail_fits(record::kHeaderBytes + need)) return {Location::none(), nullptr, 0, false};
   free_.reserve_chunks(journal_.chunks() + 1);  // may throw; nothing has changed yet
+  if (journal_.store_name().budget.limit() != 0 && !journal_.tail_fits(record::kHeaderBytes + need)) {
+    journal_.set_companions(companion_bytes());  // a chunk may be added: see Journal::keep_beside()
+  }
   Location loc;
   try {
     loc = journal_.append(  // may throw; nothing has changed yet
@@ -77,6 +80,18 @@ typename Shard<P>::Slot Shard<P>::allocate(std::uint64_t need, bool grow, std::u
     throw;
   }
   return {loc, journal_.at(loc), need, false};
+}
+
+/// What the shard maps beside its journal that grows with its records: the
+/// index's table (which doubles), the policy's structures and read rings,
+/// the expiry wheel, the lists and queue of removals waiting for a sync or
+/// the listener.
+template <class P>
+std::uint64_t Shard<P>::companion_bytes() const noexcept {
+  std::uint64_t b = index_.mapped_bytes() + wheel_.mapped_bytes() + deferred_.mapped_bytes() +
+                    dead_.mapped_bytes() + reports_.mapped_bytes() + freed_.mapped_bytes();
+  if constexpr (kEvicts) b += policy_.stats().mapped_bytes + hits_.mapped_bytes();
+  return b;
 }
 
 /// Makes `bytes` (>= kMinRecord) at `l` free records, in pieces that fit

@@ -134,6 +134,7 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
     why = path + " is truncated";
     return false;
   }
+  index_.drop_unpublished_spares();  // adopt() keeps one again
   std::byte* map = map_file(fd.get(), h.index_offset, h.index_bytes, true, false, store, path);
   auto* t = reinterpret_cast<IndexTable*>(map);
   const auto* slots = reinterpret_cast<const std::uint64_t*>(t + 1);

@@ -38,6 +38,10 @@ void OffHeapStore<P>::open_shards() {
     rebuilt_ = rebuilt_ || (rebuilt[i] != 0 && !f.created);
     superseded_ += superseded[i];
   }
+  // Deadlines are kept in the records: the wheels learn them again, before
+  // the policies (under Options::memory_limit_bytes, the wheel's entries
+  // are not optional; a policy's ghost or sketch may do with less).
+  if (writable) parallel_for_shards([&](std::uint32_t i) { shards_.begin()[i].rebuild_expiry(); });
   if constexpr (Shard::kEvicts) {
     if (writable) parallel_for_shards([&](std::uint32_t i) { shards_.begin()[i].rebuild_policy(); });
   }
@@ -49,14 +53,15 @@ void OffHeapStore<P>::open_shards() {
     for (std::uint32_t i = 0; i < shards_.size(); ++i) {
       ::unlinkat(f.dir.get(), detail::format::state_file_name(i).c_str(), 0);
     }
-    // Deadlines are kept in the records: the wheels learn them again, and
-    // what expired while the store was closed leaves now (reported to the
+    // What expired while the store was closed leaves now (reported to the
     // listener, if any, by the first maintenance round).
     const std::uint64_t now = now_ms();
+    // Under Options::memory_limit_bytes, removals need dead markers and list
+    // entries before a sync or a report frees anything: what finds no room
+    // is left to the maintenance rounds.
     parallel_for_shards([&](std::uint32_t i) {
-      Shard& s = shards_.begin()[i];
-      s.rebuild_expiry();
-      s.expire(now, ~std::uint64_t{0});
+      bool unused = false;
+      (void)limited(unused, [&] { return shards_.begin()[i].expire(now, ~std::uint64_t{0}); });
     });
   }
   last_sync_.store(now_ns(), std::memory_order_relaxed);
@@ -82,13 +87,13 @@ void OffHeapStore<P>::start_maintenance() {
         for (Shard& s : shards_) {
           if (s.next_due() > now) continue;
           bool more = false;
-          const std::uint64_t n = s.expire(now, 256, &more);
+          const std::uint64_t n = limited(backlog, [&] { return s.expire(now, 256, &more); });
           backlog = backlog || more;  // (a sweep of stale entries under way: on at once)
           work = work || n != 0;
         }
         if constexpr (Shard::kEvicts) {
           for (Shard& s : shards_) {
-            const std::uint64_t n = s.evict_to_capacity(256);
+            const std::uint64_t n = limited(backlog, [&] { return s.evict_to_capacity(256); });
             backlog = backlog || n == 256;
             work = work || n != 0;
           }
@@ -100,7 +105,8 @@ void OffHeapStore<P>::start_maintenance() {
         }
         if (options_.on_removal) {
           for (Shard& s : shards_) {
-            const std::uint64_t n = s.report(options_.on_removal, Shard::kReportBatch, this);
+            const std::uint64_t n =
+                limited(backlog, [&] { return s.report(options_.on_removal, Shard::kReportBatch, this); });
             backlog = backlog || n == Shard::kReportBatch;
             work = work || n != 0;
           }
@@ -110,7 +116,7 @@ void OffHeapStore<P>::start_maintenance() {
         for (Shard& s : shards_) {
           if (s.next_due() > now) continue;
           bool more = false;
-          if (s.compact(kCompactSlice, &more) != 0) work = true;
+          if (limited(backlog, [&] { return s.compact(kCompactSlice, &more); }) != 0) work = true;
           backlog = backlog || more;
           more = false;
           if (s.release_pages(kReleaseSlice, &more) != 0) work = true;
@@ -150,6 +156,57 @@ void OffHeapStore<P>::start_maintenance() {
         return due;
       },
       idle, max_idle);
+}
+
+/// For a write the memory limit refused: reports the shard's waiting
+/// removals (to the listener, on this thread) and syncs it twice
+/// (Durability::periodic: the first sync frees the records removed
+/// before it, the second their dead markers), so that their space is
+/// free. Returns whether anything was waiting. The shard's reports only if
+/// no other thread is reporting it (the maintenance thread, whose
+/// listener may wait for something this thread holds; or a listener
+/// further out on this thread, which holds the shard's report mutex):
+/// then this thread yields and the write is tried again. Not from inside
+/// this store's own listener: the write fails there.
+/// Runs a maintenance step (an expiry, an eviction, a report, a
+/// compaction), each of which throws only before it changes anything:
+/// a mapping Options::memory_limit_bytes refuses leaves the rest for a
+/// later round (`backlog` set; what waits is freed by then, by a sync or
+/// a report) instead of stopping the maintenance thread.
+template <Policy P>
+template <class Step>
+std::uint64_t OffHeapStore<P>::limited(bool& backlog, Step&& step) {
+  try {
+    return step();
+  } catch (const detail::LimitReached&) {
+    backlog = true;
+    return 0;
+  }
+}
+
+template <Policy P>
+bool OffHeapStore<P>::free_waiting_removals(Shard& s) {
+  bool waited = false;
+  if (options_.on_removal && detail::t_in_removal_listener != this) {
+    for (std::uint64_t left = s.reports_pending(); left != 0;) {
+      bool busy = false;
+      const std::uint64_t n = s.report(options_.on_removal, left, this, &busy);
+      if (busy) {
+        std::this_thread::yield();
+        waited = true;
+        break;
+      }
+      if (n == 0) break;  // clear() took them
+      left -= n;
+      waited = true;
+    }
+  }
+  if (files_ && options_.durability == Durability::periodic && s.deferred_records() != 0) {
+    // A failed msync is noted store-wide: the write tried again is refused.
+    if (s.sync(false) == 0) (void)s.sync(false);
+    waited = true;
+  }
+  return waited;
 }
 
 }  // namespace offheap

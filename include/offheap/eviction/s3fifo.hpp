@@ -49,12 +49,19 @@ class S3Fifo {
 
   void reserve() {
     small_.reserve_one();
-    main_.reserve_one();
+    // Main's room is not required: a ghost hit that finds none (under
+    // Options::memory_limit_bytes) enters small, as a new key would.
+    try {
+      main_.reserve_one();
+      main_ready_ = true;
+    } catch (const Error&) {
+      main_ready_ = false;
+    }
   }
 
   template <class Host>
   void admit(const Handle& h, Host& host) {
-    if (ghost_.take(h.hash)) {
+    if (ghost_.take(h.hash) && main_ready_) {
       push(main_, h, host, kInMain);
     } else {
       push(small_, h, host, 0);
@@ -66,8 +73,7 @@ class S3Fifo {
   /// small), its frequency kept.
   template <class Host>
   void restore(const Handle& h, Host& host) {
-    const std::uint8_t bits = host.bits(h);
-    push((bits & kInMain) != 0 ? main_ : small_, h, host, bits);
+    push_reserved(h, host, host.bits(h));
     size_ghost();
   }
 
@@ -75,7 +81,7 @@ class S3Fifo {
   void replace(const Handle& old, const Handle& h, Host& host) {
     const std::uint8_t bits = host.bits(h);  // carried over from old by the host
     take_bytes(old, bits);
-    push((bits & kInMain) != 0 ? main_ : small_, h, host, bits);
+    push_reserved(h, host, bits);
   }
 
   template <class Host>
@@ -107,6 +113,7 @@ class S3Fifo {
     ghost_.clear();
     small_bytes_ = main_bytes_ = 0;
     small_count_ = main_count_ = 0;
+    ghost_refused_ = 0;
   }
 
   template <class F>
@@ -145,6 +152,13 @@ class S3Fifo {
       small_bytes_ += h.bytes;
       ++small_count_;
     }
+  }
+  /// To the queue `bits` names, after reserve(): to small (its frequency
+  /// kept) when main had no room.
+  template <class Host>
+  void push_reserved(const Handle& h, Host& host, std::uint8_t bits) {
+    if ((bits & kInMain) != 0 && main_ready_) return push(main_, h, host, bits);
+    push(small_, h, host, static_cast<std::uint8_t>(bits & ~kInMain));
   }
   void take_bytes(const Handle& h, std::uint8_t bits) noexcept {
     if ((bits & kInMain) != 0) {
@@ -255,10 +269,16 @@ class S3Fifo {
       if (est > want) want = est;
     }
     if (want == ghost_.capacity()) return;
+    // After a refusal, a larger table is tried again only for twice the
+    // size refused: a refusal costs an exception, not for every admit.
+    if (want > ghost_.table_holds() && want < 2 * ghost_refused_) want = ghost_.table_holds();
     try {
       ghost_.set_capacity(want);
     } catch (const Error&) {
-      // No memory for a larger ghost: it keeps its size (and forgets sooner).
+      // No memory for a larger ghost (Options::memory_limit_bytes leaves
+      // it none, or the OS): it keeps its size (and forgets sooner).
+      ghost_refused_ = want;
+      ghost_.set_capacity(std::min(want, ghost_.table_holds()));  // maps nothing
     }
   }
 
@@ -269,6 +289,8 @@ class S3Fifo {
   std::uint64_t small_target_ = 0;
   std::uint64_t small_bytes_ = 0, main_bytes_ = 0;  // of current records
   std::uint64_t small_count_ = 0, main_count_ = 0;
+  std::uint64_t ghost_refused_ = 0;  // the ghost capacity last refused a table
+  bool main_ready_ = true;           // false: reserve() found no room for a push to main
 };
 
 static_assert(EvictionPolicy<S3Fifo>);

@@ -121,9 +121,13 @@ class WTinyLfu {
     // 0 for every key until a later admit maps it. Later resizes may fail
     // and keep the old one.
     if (!sketch_.mapped()) {
-      try {
-        sketch_.resize(estimate_records(h.bytes));
-      } catch (const Error&) {
+      const std::uint64_t est = estimate_records(h.bytes);
+      if (est >= 2 * sketch_refused_) {  // after a refusal, not again for every admit
+        try {
+          sketch_.resize(est);
+        } catch (const Error&) {
+          sketch_refused_ = est;
+        }
       }
     }
     nodes_.insert(h.loc, h.stamp, kWindow);  // may throw: nothing changed yet
@@ -245,6 +249,7 @@ class WTinyLfu {
     previous_hit_ratio_ = 0;
     sample_hits_ = sample_misses_ = 0;
     settle_left_ = 0;
+    sketch_refused_ = 0;
   }
 
   template <class F>
@@ -365,10 +370,11 @@ class WTinyLfu {
     if (!sketch_.mapped()) return;
     const std::uint64_t est = estimate_records();
     const std::uint64_t now = sketch_.sized_for();
-    if (est >= 2 * now || (est * 4 <= now && nodes_.size() >= 64)) {
+    if ((est >= 2 * now && est >= 2 * sketch_refused_) || (est * 4 <= now && nodes_.size() >= 64)) {
       try {
         sketch_.resize(est);
       } catch (const Error&) {
+        sketch_refused_ = est;  // tried again at twice the size (a refusal costs an exception)
       }
     }
   }
@@ -411,6 +417,7 @@ class WTinyLfu {
 
   detail::NodeLists nodes_;
   detail::CountMin sketch_;
+  std::uint64_t sketch_refused_ = 0;  // the estimate a sketch table was last refused for
   std::uint64_t capacity_ = 0;
   std::uint64_t bytes_[3] = {0, 0, 0};  // window, probation, protected: of current records
   std::uint64_t window_target_ = 0;

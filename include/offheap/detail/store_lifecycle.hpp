@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include <thread>
 
 namespace offheap {
 
@@ -162,12 +163,12 @@ void OffHeapStore<P>::start_maintenance() {
 /// removals (to the listener, on this thread) and syncs it twice
 /// (Durability::periodic: the first sync frees the records removed
 /// before it, the second their dead markers), so that their space is
-/// free. Returns whether anything was waiting. The shard's reports only if
-/// no other thread is reporting it (the maintenance thread, whose
-/// listener may wait for something this thread holds; or a listener
-/// further out on this thread, which holds the shard's report mutex):
-/// then this thread yields and the write is tried again. Not from inside
-/// this store's own listener: the write fails there.
+/// free. Returns whether anything was waiting. While another thread
+/// reports the shard (the maintenance thread) it waits, up to 200 ms (a
+/// listener that waits for something the writer holds would otherwise
+/// hold both up); inside a listener further out on this thread (another
+/// store's, holding the shard's report mutex) it does not wait. Not from
+/// inside this store's own listener: the write fails there.
 /// Runs a maintenance step (an expiry, an eviction, a report, a
 /// compaction), each of which throws only before it changes anything:
 /// a mapping Options::memory_limit_bytes refuses leaves the rest for a
@@ -188,13 +189,18 @@ template <Policy P>
 bool OffHeapStore<P>::free_waiting_removals(Shard& s) {
   bool waited = false;
   if (options_.on_removal && detail::t_in_removal_listener != this) {
+    // Waits for another thread's batch (the maintenance thread's: 256
+    // listener calls) up to 200 ms; never for a listener further out on
+    // this thread (another store's, which called this store).
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
     for (std::uint64_t left = s.reports_pending(); left != 0;) {
       bool busy = false;
       const std::uint64_t n = s.report(options_.on_removal, left, this, &busy);
       if (busy) {
-        std::this_thread::yield();
         waited = true;
-        break;
+        if (detail::t_in_removal_listener != nullptr || std::chrono::steady_clock::now() > give_up) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        continue;
       }
       if (n == 0) break;  // clear() took them
       left -= n;

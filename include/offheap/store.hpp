@@ -711,7 +711,11 @@ class OffHeapStore {
       try {
         return op();
       } catch (const detail::LimitReached& e) {
-        if (!e.evicting_helps || round == 4 || !free_waiting_removals(s)) throw;
+        // (The maintenance thread may have reported and freed the evicted
+        // records already: in the modes where removals wait, another
+        // round either way.)
+        const bool waits = options_.on_removal || (files_ && options_.durability == Durability::periodic);
+        if (!e.evicting_helps || round == 4 || (!free_waiting_removals(s) && !waits)) throw;
         check_writable();  // a sync that failed refuses the write (io_error)
       }
     }

@@ -712,17 +712,21 @@ class OffHeapStore {
         return op();
       } catch (const detail::LimitReached& e) {
         // (The maintenance thread may have reported and freed the evicted
-        // records already: in the modes where removals wait, another
-        // round either way.)
-        const bool waits = options_.on_removal || (files_ && options_.durability == Durability::periodic);
-        if (!e.evicting_helps || round == 4 || (!free_waiting_removals(s) && !waits)) throw;
+        // records already: another round either way.)
+        if (!e.evicting_helps || round == 4 || !removals_wait()) throw;
+        free_waiting_removals(s);
         check_writable();  // a sync that failed refuses the write (io_error)
       }
     }
   }
   /// For a write the memory limit refused: frees the shard's removals
   /// that wait for the listener or a sync (store_lifecycle.hpp).
-  bool free_waiting_removals(Shard& s);
+  void free_waiting_removals(Shard& s);
+  /// Whether removed records wait for the listener or a sync (periodic)
+  /// before their space is free.
+  bool removals_wait() const noexcept {
+    return options_.on_removal || (files_ && options_.durability == Durability::periodic);
+  }
   /// A maintenance step that the memory limit may refuse (store_lifecycle.hpp).
   template <class Step>
   static std::uint64_t limited(bool& backlog, Step&& step);

@@ -515,18 +515,10 @@ class Index {
   void keep_spare() noexcept {
     if (name_.budget.limit() == 0) return;
     const std::uint64_t bytes = table_->mapped_bytes;
-    bool kept = false;
-    for (IndexTable** link = &spares_; *link != nullptr;) {
-      IndexTable* s = *link;
-      if (s->mapped_bytes == bytes) kept = true;
-      if (s->mapped_bytes != bytes && s->retire_tag == kNeverPublished) {
-        *link = s->next_retired;
-        IndexTable::destroy(s, name_);
-        continue;
-      }
-      link = &s->next_retired;
+    drop_unpublished_spares(bytes);
+    for (IndexTable* s = spares_; s != nullptr; s = s->next_retired) {
+      if (s->mapped_bytes == bytes) return;
     }
-    if (kept) return;
     for (IndexTable* s = retired_; s != nullptr; s = s->next_retired) {
       if (s->mapped_bytes == bytes) return;  // a spare once walks have left it
     }
@@ -538,12 +530,13 @@ class Index {
     } catch (const Error&) {
     }
   }
-  /// Unmaps the spares no reader ever saw (keep_spare()'s): before a clean
-  /// open maps its saved table, so that it needs no third table's room.
-  void drop_unpublished_spares() noexcept {
+  /// Unmaps the spares no reader ever saw (keep_spare()'s) but one of
+  /// `keep_bytes`: all of them before a clean open maps its saved table,
+  /// so that it needs no third table's room.
+  void drop_unpublished_spares(std::uint64_t keep_bytes = 0) noexcept {
     for (IndexTable** link = &spares_; *link != nullptr;) {
       IndexTable* s = *link;
-      if (s->retire_tag == kNeverPublished) {
+      if (s->retire_tag == kNeverPublished && s->mapped_bytes != keep_bytes) {
         *link = s->next_retired;
         IndexTable::destroy(s, name_);
         continue;

@@ -750,7 +750,8 @@ class Journal {
     const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
     const std::uint64_t extra = head + (new_block ? kBlockBytes : 0);
     const std::uint64_t available = name_.budget.available();
-    const std::uint64_t room = available > keep_beside(size) ? available - keep_beside(size) : 0;
+    const std::uint64_t keep = keep_beside(size);
+    const std::uint64_t room = available > keep ? available - keep : 0;
     // A chunk for a dead marker, from the reserve: the least.
     if (marker_room_ && config_.limit_reserve != 0) size = std::max(round_up(need, page_size()), config_.min_chunk_bytes);
     if (size + extra > room / 2) {

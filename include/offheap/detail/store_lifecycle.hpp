@@ -163,7 +163,7 @@ void OffHeapStore<P>::start_maintenance() {
 /// removals (to the listener, on this thread) and syncs it twice
 /// (Durability::periodic: the first sync frees the records removed
 /// before it, the second their dead markers), so that their space is
-/// free. Returns whether anything was waiting. While another thread
+/// free. While another thread
 /// reports the shard (the maintenance thread) it waits, up to 200 ms (a
 /// listener that waits for something the writer holds would otherwise
 /// hold both up); inside a listener further out on this thread (another
@@ -186,8 +186,7 @@ std::uint64_t OffHeapStore<P>::limited(bool& backlog, Step&& step) {
 }
 
 template <Policy P>
-bool OffHeapStore<P>::free_waiting_removals(Shard& s) {
-  bool waited = false;
+void OffHeapStore<P>::free_waiting_removals(Shard& s) {
   if (options_.on_removal && detail::t_in_removal_listener != this) {
     // Waits for another thread's batch (the maintenance thread's: 256
     // listener calls) up to 200 ms; never for a listener further out on
@@ -197,22 +196,18 @@ bool OffHeapStore<P>::free_waiting_removals(Shard& s) {
       bool busy = false;
       const std::uint64_t n = s.report(options_.on_removal, left, this, &busy);
       if (busy) {
-        waited = true;
         if (detail::t_in_removal_listener != nullptr || std::chrono::steady_clock::now() > give_up) break;
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         continue;
       }
       if (n == 0) break;  // clear() took them
       left -= n;
-      waited = true;
     }
   }
   if (files_ && options_.durability == Durability::periodic && s.deferred_records() != 0) {
     // A failed msync is noted store-wide: the write tried again is refused.
     if (s.sync(false) == 0) (void)s.sync(false);
-    waited = true;
   }
-  return waited;
 }
 
 }  // namespace offheap

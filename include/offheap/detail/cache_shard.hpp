@@ -258,6 +258,22 @@ void Shard<P>::make_room(std::uint64_t need) {
 /// until the listener or a sync has run: the store's write runs them and
 /// tries again).
 template <class P>
+void Shard<P>::reserve_policy() {
+  try {
+    policy_.reserve();
+  } catch (const LimitReached&) {
+    if constexpr (requires(EvictHost& host) { policy_.drop_stale(host); }) {
+      EvictHost host{*this};
+      if (policy_.drop_stale(host)) {
+        policy_.reserve();  // may throw again: the caller evicts, or gives up
+        return;
+      }
+    }
+    throw;
+  }
+}
+
+template <class P>
 bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
   if constexpr (kBufferedHits) drain_hits();
   EvictHost host{*this};

@@ -190,7 +190,7 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
     const std::uint64_t need = record::payload_for(m.key_len, m.value_len, deadline != 0);
     Slot s{Location::none(), nullptr, 0, false};
     try {
-      if constexpr (kEvicts) policy_.reserve();
+      if constexpr (kEvicts) reserve_policy();
       if (deadline != 0) wheel_.reserve_one();
       s = allocate(need, false, journal_.chunk_size(c));  // an emptied chunk only if no larger
     } catch (const Error&) {

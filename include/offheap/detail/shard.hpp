@@ -752,6 +752,9 @@ class alignas(64) Shard {
   };
   Held held_record(Location loc, std::uint64_t stamp, bool check_intact) const;
   void make_room(std::uint64_t bytes);
+  /// policy_.reserve(); when the memory limit refuses it, the policy's
+  /// entries of records gone since go first (drop_stale), then once more.
+  void reserve_policy();
   bool evict_for_room(std::uint64_t bytes, std::uint64_t round);
   bool write_locked(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
                     Mode mode, std::string_view expected, std::uint64_t deadline);

@@ -65,7 +65,7 @@ bool Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_v
   const std::uint64_t need = record::payload_for(key.size(), value.size(), deadline != 0);
   if constexpr (kEvicts) {
     make_room(record::kHeaderBytes + need);  // before the key's slot is found: it may go
-    policy_.reserve();                       // may throw; nothing has changed yet
+    reserve_policy();                        // may throw; nothing has changed yet
   }
   if (deadline != 0) wheel_.reserve_one();  // may throw; nothing has changed yet
   Index::Found f = find_intact(key, h);

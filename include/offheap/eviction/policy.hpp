@@ -101,6 +101,10 @@ struct HostArchetype {
 ///                        none; may skip and recycle others first
 ///   clear()              the store was cleared
 ///   stats()
+///   drop_stale(host)     optional: lets go of what it holds for records gone
+///                        since (entries of a lazy queue), giving back the
+///                        memory; true if anything went. The store calls it
+///                        when Options::memory_limit_bytes refused reserve()
 ///   for_each_entry(fn)   fn(loc, stamp) for every handle it holds, stale
 ///                        ones included (for audits: the store checks that
 ///                        each live record is held once, and the bytes)

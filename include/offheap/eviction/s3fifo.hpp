@@ -59,6 +59,23 @@ class S3Fifo {
     }
   }
 
+  /// Drops the entries of records gone since (removed, replaced,
+  /// evicted while waiting) from both queues, handing back the segments
+  /// they leave empty; true if any went. For a reserve() that
+  /// Options::memory_limit_bytes refused: a queue of overwrites holds up to
+  /// twice its records before its own sweep, and no eviction shrinks it.
+  template <class Host>
+  bool drop_stale(Host& host) {
+    const std::uint64_t before = small_.size() + main_.size();
+    const auto current = [&host](const Entry& e) {
+      Handle h{e.loc, e.stamp, 0, 0};
+      return host.current(h);
+    };
+    small_.retain_if(current);
+    main_.retain_if(current);
+    return small_.size() + main_.size() < before;
+  }
+
   template <class Host>
   void admit(const Handle& h, Host& host) {
     if (ghost_.take(h.hash) && main_ready_) {

@@ -28,11 +28,12 @@ constexpr const char* to_string(RemovalCause c) noexcept {
   return "unknown";
 }
 
-/// Called once per removed record, from the maintenance thread (or from
-/// OffHeapStore::maintain() and close() when there is none; or from a
-/// writer's thread whose write Options::memory_limit_bytes held up until
-/// the records waiting are reported and freed: then calls for different
-/// shards may run at once, and the listener must be thread-safe), in the order
+/// Called once per removed record, from the maintenance thread, or, when
+/// there is none (background_maintenance off), from OffHeapStore::maintain(),
+/// close(), and a writer's thread whose write Options::memory_limit_bytes
+/// held up until the records waiting are reported and freed (then calls
+/// for different shards may run at once on different writers' threads,
+/// and the listener must be thread-safe), in the order
 /// the records left their shard, with the key and the value the record held:
 /// both views point into the record's own mapped memory and are valid for
 /// the call only. The record's space is reused only after the call returns.

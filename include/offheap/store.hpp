@@ -703,25 +703,31 @@ class OffHeapStore {
   /// Runs op() (a write or a removal on `s`). When Options::memory_limit_bytes
   /// refused it a mapping that removals waiting for the listener or a sync
   /// (Durability::periodic) hold the room for (a cache's evictions, a
-  /// store's removals and updates), this thread frees them, outside the
-  /// shard's lock, and tries again, a few times.
+  /// store's removals and updates), they are freed (free_waiting_removals)
+  /// outside the shard's lock and op() tries again: while each round frees
+  /// something (a cache's evictions free at most what the waiting lists
+  /// hold per round), at most 16 rounds; after a round that freed nothing,
+  /// once more (the maintenance thread may have freed them first), then
+  /// the refusal stands.
   template <class Op>
   auto at_limit(Shard& s, Op&& op) {
+    bool idle_round = false;
     for (int round = 0;; ++round) {
       try {
         return op();
       } catch (const detail::LimitReached& e) {
-        // (The maintenance thread may have reported and freed the evicted
-        // records already: another round either way.)
-        if (!e.evicting_helps || round == 4 || !removals_wait()) throw;
-        free_waiting_removals(s);
+        if (!e.evicting_helps || round == 16 || !removals_wait()) throw;
+        if (free_waiting_removals(s) == 0) {
+          if (idle_round) throw;
+          idle_round = true;
+        }
         check_writable();  // a sync that failed refuses the write (io_error)
       }
     }
   }
   /// For a write the memory limit refused: frees the shard's removals
-  /// that wait for the listener or a sync (store_lifecycle.hpp).
-  void free_waiting_removals(Shard& s);
+  /// that wait for the listener or a sync; how many (store_lifecycle.hpp).
+  std::uint64_t free_waiting_removals(Shard& s);
   /// Whether removed records wait for the listener or a sync (periodic)
   /// before their space is free.
   bool removals_wait() const noexcept {
@@ -729,7 +735,7 @@ class OffHeapStore {
   }
   /// A maintenance step that the memory limit may refuse (store_lifecycle.hpp).
   template <class Step>
-  static std::uint64_t limited(bool& backlog, Step&& step);
+  std::uint64_t limited(Step&& step);
 
   /// After a write to `s`: if the shard now wants a maintenance round
   /// before the thread's planned wake-up (a deadline, freed pages, stale
@@ -820,6 +826,9 @@ class OffHeapStore {
   // The maintenance thread's planned wake-up (ms, the store's clock): a
   // write with an earlier deadline wakes it (see write()).
   std::atomic<std::uint64_t> wake_at_{0};
+  // The memory limit refused a step of the round under way (limited()):
+  // the maintenance thread's (and open()'s, before it starts) only.
+  bool limit_blocked_ = false;
   bool rebuilt_ = false;
   std::uint64_t superseded_ = 0;
   double open_seconds_ = 0;

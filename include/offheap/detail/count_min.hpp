@@ -120,7 +120,7 @@ class CountMin {
   }
   /// Unmaps the table: counts nothing until the next resize().
   void release() noexcept {
-    unmap(table_, blocks_ * kBlockBytes, store_);
+    unmap_optional(table_, blocks_ * kBlockBytes, store_);
     table_ = nullptr;
     blocks_ = 0;
     records_ = 0;

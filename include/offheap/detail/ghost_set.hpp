@@ -141,7 +141,7 @@ class GhostSet {
     cur_ = t;
   }
   void drop(Table& t) noexcept {
-    unmap(t.words, bytes_of(t.buckets), store_);
+    unmap_optional(t.words, bytes_of(t.buckets), store_);
     t = Table{};
   }
 

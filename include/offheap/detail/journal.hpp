@@ -787,7 +787,9 @@ class Journal {
     // with stale entries until a sweep, lists of removals until a sync).
     const auto grow = static_cast<std::uint64_t>(static_cast<double>(companions_) * static_cast<double>(size) /
                                                  static_cast<double>(journal));
-    return (marker_room_ ? 0 : config_.limit_reserve) + std::max(grow, companions_);
+    // A marker's chunk (from the reserve) keeps only their share of it:
+    // else the reserve would have to hold as much again as they map.
+    return marker_room_ ? grow : config_.limit_reserve + std::max(grow, companions_);
   }
 
   JournalConfig config_;

@@ -44,6 +44,22 @@ class MemoryBudget {
   void give(std::uint64_t bytes) const noexcept {
     used_.fetch_sub(bytes, std::memory_order_relaxed);  // orders nothing (see take)
   }
+  /// Counts `bytes` of an optional structure (a sketch, a ghost: they
+  /// only improve choices) about to be mapped, unless all of them would
+  /// then hold more than a sixteenth of the limit: then false. Counted
+  /// apart from, and as well as, take().
+  bool take_optional(std::uint64_t bytes) const noexcept {
+    if (limit_ == 0) return true;
+    std::uint64_t held = optional_.load(std::memory_order_relaxed);  // relaxed: as used_
+    do {
+      if (bytes > limit_ / 16 || held > limit_ / 16 - bytes) return false;
+    } while (!optional_.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
+    return true;
+  }
+  /// Counts optional `bytes` just unmapped (or never mapped after all).
+  void give_optional(std::uint64_t bytes) const noexcept {
+    if (limit_ != 0) optional_.fetch_sub(bytes, std::memory_order_relaxed);  // as give()
+  }
   std::uint64_t used() const noexcept { return used_.load(std::memory_order_relaxed); }
   std::uint64_t limit() const noexcept { return limit_; }
   /// What may still be mapped (the largest uint64 without a limit).
@@ -58,6 +74,7 @@ class MemoryBudget {
   // mutable: components hold the budget through a const StoreName&; the
   // count is bookkeeping shared by all of them, not the name's state.
   mutable std::atomic<std::uint64_t> used_{0};
+  mutable std::atomic<std::uint64_t> optional_{0};  // of used_: take_optional()'s
 };
 
 /// The store's name (for error messages) and its memory budget, one object

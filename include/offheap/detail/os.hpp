@@ -87,13 +87,21 @@ inline std::byte* map_anonymous(std::uint64_t bytes, const StoreName& store, con
 
 /// map_anonymous() for a structure that can do without the memory (an
 /// S3-FIFO ghost, a frequency sketch that keeps its size): under
-/// Options::memory_limit_bytes, only while a sixteenth of the limit stays
-/// unmapped after it, for what cannot (queue segments, list pages, dead
-/// markers); LimitReached otherwise.
+/// Options::memory_limit_bytes, only while every such structure of the
+/// store holds at most a sixteenth of the limit, and another sixteenth
+/// stays unmapped after it for what cannot do without (queue segments,
+/// list pages, dead markers); LimitReached otherwise. Unmapped with
+/// unmap_optional().
 inline std::byte* map_optional(std::uint64_t bytes, const StoreName& store, const char* what) {
   const std::uint64_t limit = store.budget.limit();
   if (limit != 0 && store.budget.available() < bytes + limit / 16) throw_limit_reached(store, bytes, what);
-  return map_anonymous(bytes, store, what);
+  if (!store.budget.take_optional(bytes)) throw_limit_reached(store, bytes, what);
+  try {
+    return map_anonymous(bytes, store, what);
+  } catch (...) {
+    store.budget.give_optional(bytes);
+    throw;
+  }
 }
 
 /// Unmaps what map_anonymous() or map_file() mapped for `store`, and gives
@@ -102,6 +110,14 @@ inline void unmap(void* p, std::uint64_t bytes, const StoreName& store) noexcept
   if (p != nullptr && bytes != 0) {
     ::munmap(p, bytes);
     store.budget.give(bytes);
+  }
+}
+
+/// Unmaps what map_optional() mapped.
+inline void unmap_optional(void* p, std::uint64_t bytes, const StoreName& store) noexcept {
+  if (p != nullptr && bytes != 0) {
+    unmap(p, bytes, store);
+    store.budget.give_optional(bytes);
   }
 }
 

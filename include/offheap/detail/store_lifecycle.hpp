@@ -61,8 +61,7 @@ void OffHeapStore<P>::open_shards() {
     // entries before a sync or a report frees anything: what finds no room
     // is left to the maintenance rounds.
     parallel_for_shards([&](std::uint32_t i) {
-      bool unused = false;
-      (void)limited(unused, [&] { return shards_.begin()[i].expire(now, ~std::uint64_t{0}); });
+      (void)limited([&] { return shards_.begin()[i].expire(now, ~std::uint64_t{0}); });
     });
   }
   last_sync_.store(now_ns(), std::memory_order_relaxed);
@@ -82,19 +81,20 @@ void OffHeapStore<P>::start_maintenance() {
   maintenance_ = std::make_unique<detail::MaintenanceThread>(
       [this, periodic] {
         bool backlog = false, work = false;
+        limit_blocked_ = false;
         // Records whose deadline passed (a shard is locked only when its
         // wheel has something due).
         const std::uint64_t now = now_ms();
         for (Shard& s : shards_) {
           if (s.next_due() > now) continue;
           bool more = false;
-          const std::uint64_t n = limited(backlog, [&] { return s.expire(now, 256, &more); });
+          const std::uint64_t n = limited([&] { return s.expire(now, 256, &more); });
           backlog = backlog || more;  // (a sweep of stale entries under way: on at once)
           work = work || n != 0;
         }
         if constexpr (Shard::kEvicts) {
           for (Shard& s : shards_) {
-            const std::uint64_t n = limited(backlog, [&] { return s.evict_to_capacity(256); });
+            const std::uint64_t n = limited([&] { return s.evict_to_capacity(256); });
             backlog = backlog || n == 256;
             work = work || n != 0;
           }
@@ -107,7 +107,7 @@ void OffHeapStore<P>::start_maintenance() {
         if (options_.on_removal) {
           for (Shard& s : shards_) {
             const std::uint64_t n =
-                limited(backlog, [&] { return s.report(options_.on_removal, Shard::kReportBatch, this); });
+                limited([&] { return s.report(options_.on_removal, Shard::kReportBatch, this); });
             backlog = backlog || n == Shard::kReportBatch;
             work = work || n != 0;
           }
@@ -117,7 +117,7 @@ void OffHeapStore<P>::start_maintenance() {
         for (Shard& s : shards_) {
           if (s.next_due() > now) continue;
           bool more = false;
-          if (limited(backlog, [&] { return s.compact(kCompactSlice, &more); }) != 0) work = true;
+          if (limited([&] { return s.compact(kCompactSlice, &more); }) != 0) work = true;
           backlog = backlog || more;
           more = false;
           if (s.release_pages(kReleaseSlice, &more) != 0) work = true;
@@ -129,6 +129,7 @@ void OffHeapStore<P>::start_maintenance() {
           sync_shards();  // a failure is also noted in files_->sync_error
           work = true;
         }
+        if (limit_blocked_) return detail::RoundFound::work;  // (not back to back: see limited())
         return backlog ? detail::RoundFound::backlog : work ? detail::RoundFound::work : detail::RoundFound::nothing;
       },
       [this, periodic, interval, max_idle]() -> std::int64_t {
@@ -150,6 +151,7 @@ void OffHeapStore<P>::start_maintenance() {
         wake_at_.store(planned, std::memory_order_seq_cst);
         std::uint64_t next = detail::ExpiryWheel::kNever;
         for (const Shard& s : shards_) next = std::min(next, s.next_due());
+        if (limit_blocked_) next = std::max(next, now + 1);  // a deadline the limit held up: in 1 ms
         if (next < planned) {
           wake_at_.store(next, std::memory_order_seq_cst);
           due = next <= now ? 0 : static_cast<std::int64_t>(next - now) * 1000000;
@@ -159,55 +161,78 @@ void OffHeapStore<P>::start_maintenance() {
       idle, max_idle);
 }
 
-/// For a write the memory limit refused: reports the shard's waiting
-/// removals (to the listener, on this thread) and syncs it twice
-/// (Durability::periodic: the first sync frees the records removed
-/// before it, the second their dead markers), so that their space is
-/// free. While another thread
-/// reports the shard (the maintenance thread) it waits, up to 200 ms (a
-/// listener that waits for something the writer holds would otherwise
-/// hold both up); inside a listener further out on this thread (another
-/// store's, holding the shard's report mutex) it does not wait. Not from
-/// inside this store's own listener: the write fails there.
 /// Runs a maintenance step (an expiry, an eviction, a report, a
 /// compaction), each of which throws only before it changes anything:
 /// a mapping Options::memory_limit_bytes refuses leaves the rest for a
-/// later round (`backlog` set; what waits is freed by then, by a sync or
-/// a report) instead of stopping the maintenance thread.
+/// later round (what waits is freed by then, by a sync or a report)
+/// instead of stopping the maintenance thread. The round then counts as
+/// blocked (limit_blocked_): the thread sleeps at least a millisecond
+/// before the next, even with a deadline past, rather than spinning on a
+/// refusal.
 template <Policy P>
 template <class Step>
-std::uint64_t OffHeapStore<P>::limited(bool& backlog, Step&& step) {
+std::uint64_t OffHeapStore<P>::limited(Step&& step) {
   try {
     return step();
   } catch (const detail::LimitReached&) {
-    backlog = true;
+    limit_blocked_ = true;
     return 0;
   }
 }
 
+/// For a write the memory limit refused: frees the shard's removals that
+/// wait, and returns how many it freed (0: nothing could be freed now).
+///  - Reports: with a maintenance thread, the listener runs there only
+///    (never on the writer's thread, where a lock the writer holds around
+///    the write could be one the listener takes): the thread is woken and
+///    the writer waits until the shard's reports are out, at most 200 ms.
+///    Without one (background_maintenance off), they are reported here,
+///    on the writer's thread, as maintain() would. Never from inside a
+///    listener on this thread (its own store's, or another's).
+///  - Durability::periodic: the shard is synced twice (the first sync
+///    frees the records removed before it, the second their dead markers).
 template <Policy P>
-void OffHeapStore<P>::free_waiting_removals(Shard& s) {
-  if (options_.on_removal && detail::t_in_removal_listener != this) {
-    // Waits for another thread's batch (the maintenance thread's: 256
-    // listener calls) up to 200 ms; never for a listener further out on
-    // this thread (another store's, which called this store).
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-    for (std::uint64_t left = s.reports_pending(); left != 0;) {
-      bool busy = false;
-      const std::uint64_t n = s.report(options_.on_removal, left, this, &busy);
-      if (busy) {
-        if (detail::t_in_removal_listener != nullptr || std::chrono::steady_clock::now() > give_up) break;
+std::uint64_t OffHeapStore<P>::free_waiting_removals(Shard& s) {
+  std::uint64_t freed = 0;
+  if (options_.on_removal && detail::t_in_removal_listener == nullptr) {
+    std::uint64_t left = s.reports_pending();
+    if (maintenance_ && maintenance_->running()) {
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      for (std::uint64_t waited = 0; left != 0 && std::chrono::steady_clock::now() < give_up; ++waited) {
+        if (waited % 64 == 0) {
+          maintenance_->wake();
+        }
         std::this_thread::sleep_for(std::chrono::microseconds(50));
-        continue;
+        const std::uint64_t now_left = s.reports_pending();
+        if (now_left < left) freed += left - now_left;
+        left = now_left;
       }
-      if (n == 0) break;  // clear() took them
-      left -= n;
+    } else {
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      while (left != 0) {
+        bool busy = false;
+        const std::uint64_t n = s.report(options_.on_removal, left, this, &busy);
+        if (busy) {
+          // Another writer reports the shard: those it reports free as well.
+          if (std::chrono::steady_clock::now() > give_up) break;
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+          const std::uint64_t now_left = s.reports_pending();
+          if (now_left < left) freed += left - now_left;
+          left = now_left;
+          continue;
+        }
+        if (n == 0) break;  // clear() took them
+        freed += n;
+        left -= std::min(left, n);
+      }
     }
   }
-  if (files_ && options_.durability == Durability::periodic && s.deferred_records() != 0) {
+  if (files_ && options_.durability == Durability::periodic) {
+    const std::uint64_t waiting = s.deferred_records();
     // A failed msync is noted store-wide: the write tried again is refused.
-    if (s.sync(false) == 0) (void)s.sync(false);
+    if (waiting != 0 && s.sync(false) == 0 && s.sync(false) == 0) freed += waiting;
   }
+  return freed;
 }
 
 }  // namespace offheap

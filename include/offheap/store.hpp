@@ -827,7 +827,7 @@ class OffHeapStore {
   // write with an earlier deadline wakes it (see write()).
   std::atomic<std::uint64_t> wake_at_{0};
   // The memory limit refused a step of the round under way (limited()):
-  // the maintenance thread's (and open()'s, before it starts) only.
+  // the maintenance thread's only.
   bool limit_blocked_ = false;
   bool rebuilt_ = false;
   std::uint64_t superseded_ = 0;

@@ -61,7 +61,11 @@ void OffHeapStore<P>::open_shards() {
     // entries before a sync or a report frees anything: what finds no room
     // is left to the maintenance rounds.
     parallel_for_shards([&](std::uint32_t i) {
-      (void)limited([&] { return shards_.begin()[i].expire(now, ~std::uint64_t{0}); });
+      try {
+        (void)shards_.begin()[i].expire(now, ~std::uint64_t{0});
+      } catch (const detail::LimitReached&) {
+        // (Not limited(): shards run on threads of their own here.)
+      }
     });
   }
   last_sync_.store(now_ns(), std::memory_order_relaxed);
@@ -168,7 +172,7 @@ void OffHeapStore<P>::start_maintenance() {
 /// instead of stopping the maintenance thread. The round then counts as
 /// blocked (limit_blocked_): the thread sleeps at least a millisecond
 /// before the next, even with a deadline past, rather than spinning on a
-/// refusal.
+/// refusal. The maintenance thread's only.
 template <Policy P>
 template <class Step>
 std::uint64_t OffHeapStore<P>::limited(Step&& step) {

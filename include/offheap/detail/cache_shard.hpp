@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -166,10 +167,8 @@ std::uint64_t Shard<P>::evict_to_capacity(std::uint64_t max_records) {
 }
 
 template <class P>
-void Shard<P>::rebuild_policy() {
+void Shard<P>::rebuild_policy(bool may_evict) {
   if constexpr (kEvicts) {
-    const WriteLock guard(*this);
-    policy_.clear();
     // Oldest first: the policy's queues in the order the records were
     // written. (A transient list at open, freed before the first write.)
     struct Item {
@@ -178,25 +177,82 @@ void Shard<P>::rebuild_policy() {
       Location loc;
     };
     std::vector<Item> items;
-    items.reserve(size());
-    index_.for_each_full([&](std::uint64_t slot, Location loc) {
-      // A clean open trusts the saved index, not the records (state_file.hpp):
-      // a damaged one is left to the readers and writers that meet it.
-      if (durable_ && (loc.chunk() >= journal_.chunks() || !intact(loc, journal_.at(loc)))) return;
-      items.push_back(Item{record::read_stamp(journal_.at(loc)), slot, loc});
-    });
+    {
+      const WriteLock guard(*this);
+      policy_.clear();
+      // A page for each waiting list first (periodic): evictions below
+      // need their entries, and the policy would take every page left.
+      if (defer_frees_) {
+        try {
+          deferred_.reserve(1);
+          dead_.reserve(1);
+        } catch (const Error&) {
+        }
+      }
+      items.reserve(size());
+      index_.for_each_full([&](std::uint64_t slot, Location loc) {
+        // A clean open trusts the saved index, not the records (state_file.hpp):
+        // a damaged one is left to the readers and writers that meet it.
+        if (durable_ && (loc.chunk() >= journal_.chunks() || !intact(loc, journal_.at(loc)))) return;
+        items.push_back(Item{record::read_stamp(journal_.at(loc)), slot, loc});
+      });
+    }
     std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.stamp < b.stamp; });
-    EvictHost host{*this};
-    for (const Item& it : items) {
-      const std::byte* rec = journal_.at(it.loc);
-      const record::Meta m = record::read_meta(rec);
-      const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-      host_loc_ = it.loc.raw();
-      host_slot_ = it.slot;
-      policy_.reserve();
-      policy_.restore(eviction::Handle{it.loc.raw(), it.stamp, hash_(key),
-                                       record::kHeaderBytes + m.capacity()},
-                      host);
+    // Under Options::memory_limit_bytes, a cache killed at its limit can
+    // come back with more records than its policy had room for (evictions
+    // whose dead markers no sync had made durable come back with their
+    // records). Then the policy evicts from what it holds already (by its
+    // own order: the oldest restored first), with markers, as at run time,
+    // until the next record fits; the shard is synced when the markers or
+    // the waiting lists find no room (periodic). No other thread runs yet:
+    // the lock is let go for the syncs. Refused when nothing moves on,
+    // and after a clean close (`may_evict` false: the files must stay as
+    // the state files describe them until the open marks them unclean).
+    std::size_t next = 0;
+    std::exception_ptr refused;
+    while (next < items.size()) {
+      bool blocked = false;
+      {
+        const WriteLock guard(*this);
+        EvictHost host{*this};
+        while (next < items.size()) {
+          const Item& it = items[next];
+          try {
+            reserve_policy();
+          } catch (const LimitReached&) {
+            if (!may_evict) throw;
+            refused = std::current_exception();
+            bool evicted = false;
+            try {
+              const std::uint64_t before = evictions_;
+              evicted = policy_.evict_one(host);
+              limit_evictions_ += evictions_ - before;
+            } catch (const LimitReached& e) {
+              blocked = true;  // the marker or the waiting lists: a sync first
+              break;
+            }
+            if (!evicted) std::rethrow_exception(refused);  // nothing left to evict
+            continue;
+          }
+          const std::byte* rec = journal_.at(it.loc);
+          const record::Meta m = record::read_meta(rec);
+          const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+          host_loc_ = it.loc.raw();
+          host_slot_ = it.slot;
+          policy_.restore(eviction::Handle{it.loc.raw(), it.stamp, hash_(key),
+                                           record::kHeaderBytes + m.capacity()},
+                          host);
+          ++next;
+        }
+      }
+      if (blocked) {
+        // Periodic: the records evicted so far are freed by a sync, their
+        // markers by the next. Else (a listener's reports wait for the
+        // maintenance thread, not started yet) nothing frees them now.
+        if (!defer_frees_ || deferred_records() == 0) std::rethrow_exception(refused);
+        if (const int err = sync(false)) sync_failed(err);
+        if (const int err = sync(false)) sync_failed(err);
+      }
     }
   }
 }

@@ -385,8 +385,10 @@ class alignas(64) Shard {
   /// draining them. Before the store is shared.
   void leave_drains_to_maintenance() noexcept { readers_drain_ = false; }
   /// A reopened cache: the policy learns every record, oldest first, with
-  /// the policy bits its index slot kept. Takes the lock.
-  void rebuild_policy();
+  /// the policy bits its index slot kept. Under Options::memory_limit_bytes,
+  /// a recovered shard (`may_evict`) whose policy finds no room evicts by
+  /// it until the rest fits. Takes the lock (and lets it go to sync).
+  void rebuild_policy(bool may_evict);
 
   // ---- the removal listener (removal_reports.hpp) ------------------------------
 

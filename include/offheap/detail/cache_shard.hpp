@@ -107,7 +107,19 @@ struct Shard<P>::EvictHost {
     std::byte* rec = s.journal_.at(loc);
     const record::Meta m = record::read_meta(rec);
     const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-    const Slot marker = s.removal_marker(key.size());  // may throw; nothing has changed yet
+    Slot marker{};
+    try {
+      marker = s.removal_marker(key.size());  // may throw; nothing has changed yet
+    } catch (const LimitReached&) {
+      // Options::memory_limit_bytes left no room for the dead marker (or
+      // its list entries): a full journal, no chunk for one. Periodic, a
+      // settled record goes without one, freed at once: every older record
+      // of its key is free on disk, so that a crash brings back at most
+      // this one, the key's latest value (an eviction, not a removal the
+      // application asked for). Else the store syncs and tries again.
+      if (!s.defer_frees_ || s.reports_on_ || record::read_stamp(rec) >= s.settled_below_) throw;
+      marker = Slot{};
+    }
     // A failed msync (every_write) is noted store-wide, which refuses
     // writes from then on; the eviction stands, so the policy's books do.
     (void)s.remove_at(slot, loc, rec, m, key, marker, RemovalCause::evicted);
@@ -210,8 +222,11 @@ void Shard<P>::rebuild_policy(bool may_evict) {
     // the state files describe them until the open marks them unclean).
     std::size_t next = 0;
     std::exception_ptr refused;
+    int idle_syncs = 0;  // blocked rounds in a row that moved nothing on
     while (next < items.size()) {
       bool blocked = false;
+      const std::size_t next_before = next;
+      const std::uint64_t evicted_before = evictions_;
       {
         const WriteLock guard(*this);
         EvictHost host{*this};
@@ -247,9 +262,13 @@ void Shard<P>::rebuild_policy(bool may_evict) {
       }
       if (blocked) {
         // Periodic: the records evicted so far are freed by a sync, their
-        // markers by the next. Else (a listener's reports wait for the
+        // markers by the next; the two settle every record (evicted without
+        // a marker when none finds room). Else (a listener's reports wait for the
         // maintenance thread, not started yet) nothing frees them now.
-        if (!defer_frees_ || deferred_records() == 0) std::rethrow_exception(refused);
+        idle_syncs = next == next_before && evictions_ == evicted_before ? idle_syncs + 1 : 0;
+        if (!defer_frees_ || reports_on_ || idle_syncs > 2 || (deferred_records() == 0 && !unsettled())) {
+          std::rethrow_exception(refused);
+        }
         if (const int err = sync(false)) sync_failed(err);
         if (const int err = sync(false)) sync_failed(err);
       }

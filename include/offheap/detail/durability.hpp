@@ -27,9 +27,13 @@ int Shard<P>::sync(bool all) {
   std::uint64_t dead_ready = 0;  // dead markers to free: older records freed by now
   std::uint64_t dead_seen = 0;   // dead markers that exist now
   bool work = false;             // anything above for the second lock
+  std::uint64_t begun = 0;         // records stamped below it: written before this sync
+  std::uint64_t freed_before = 0;  // freed_below_ now: its frees are in this sync's range
   {
     std::lock_guard<Lock> guard(lock_);
     journal_.take_dirty(lo, hi);
+    begun = stamp_ + 1;
+    freed_before = freed_below_;
     if (all) {
       lo = 0;
       hi = journal_.chunks();
@@ -45,8 +49,16 @@ int Shard<P>::sync(bool all) {
       return err;
     }
   }
-  if (work) {  // (not in the other modes: their lists stay empty)
+  if (!work) {
+    if (defer_frees_) {
+      std::lock_guard<Lock> guard(lock_);
+      settle(begun, freed_before);
+    }
+    return 0;
+  }
+  {  // (not in the other modes: their lists stay empty)
     const WriteLock guard(*this);
+    settle(begun, freed_before);
     // Another sync, or clear(), may have dropped some meanwhile.
     const std::uint64_t n = upto > deferred_dropped_ ? upto - deferred_dropped_ : 0;
     free_front(deferred_, n);
@@ -61,6 +73,21 @@ int Shard<P>::sync(bool all) {
     if (dead_seen > dead_freeable_) dead_freeable_ = dead_seen;
   }
   return 0;
+}
+
+/// After a sync's msync, under the lock: the frees the sync before made
+/// (all of freed_below_'s) are on disk now; and this sync frees, next, the
+/// deferred records of every write made before it began.
+template <class P>
+void Shard<P>::settle(std::uint64_t begun, std::uint64_t freed_before) noexcept {
+  if (freed_before > settled_below_) settled_below_ = freed_before;
+  if (begun > freed_below_) freed_below_ = begun;
+}
+
+template <class P>
+bool Shard<P>::unsettled() const {
+  std::lock_guard<Lock> guard(lock_);
+  return stamp_ >= settled_below_;
 }
 
 template <class P>

@@ -446,6 +446,7 @@ class alignas(64) Shard {
   /// the dirty range taken by another one still in its msync would return
   /// (and free records) before that data is on disk.
   int sync(bool all);
+  void settle(std::uint64_t begun, std::uint64_t freed_before) noexcept;  // durability.hpp
 
   /// Frees the record at `loc`, whatever its state, with the capacity and
   /// prev-free bit its header says.
@@ -461,6 +462,12 @@ class alignas(64) Shard {
   /// Old records and dead markers waiting for syncs before they are freed
   /// (periodic).
   std::uint64_t deferred_records() const;
+
+  /// Periodic: whether a record was written since the sync before last
+  /// began (settled_below_): two syncs settle it, and a cache may then
+  /// evict it without a dead marker when the memory limit leaves no room
+  /// for one (cache_shard.hpp).
+  bool unsettled() const;
 
   /// Writes this shard's state file for a clean close at `generation`:
   /// counters, the free-list table and the index table. Durable once the
@@ -803,6 +810,13 @@ class alignas(64) Shard {
   LocationList dead_;  // dead markers of removals, oldest first (periodic)
   std::uint64_t dead_dropped_ = 0;   // entries ever taken off dead_
   std::uint64_t dead_freeable_ = 0;  // dead_ entries below this may go at the next sync
+  // Periodic (durability.hpp): a record stamped below freed_below_ has had
+  // every older record of its key freed in memory (the last sync freed the
+  // deferred records of writes made before it began); below settled_below_,
+  // those frees are on disk too (a later sync's msync), so that the record
+  // is the oldest of its key a crash could bring back.
+  std::uint64_t freed_below_ = 0;
+  std::uint64_t settled_below_ = 0;
   // Removed records waiting for the removal listener (removal_reports.hpp).
   bool reports_on_;
   MappedFifo<Retired> reports_;  // oldest first

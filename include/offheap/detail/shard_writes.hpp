@@ -223,9 +223,15 @@ int Shard<P>::remove_at(std::uint64_t slot, Location loc, std::byte* rec, const 
     // two syncs later. The key's record stays on disk as it is until a
     // sync has made the marker durable, as an update's old record does: a
     // crash inside the marker's write finds it whole, never an older one.
-    write_record(marker, key, {}, 0, record::State::dead);
-    dead_.push(marker.loc);
-    deferred_.push(loc);
+    if (marker.rec != nullptr) {
+      write_record(marker, key, {}, 0, record::State::dead);
+      dead_.push(marker.loc);
+      deferred_.push(loc);
+    } else {
+      // No marker: a settled record evicted at the memory limit
+      // (EvictHost::evict in cache_shard.hpp), freed now.
+      release(loc, rec, cap, m.prev_free());
+    }
   } else {
     release(loc, rec, cap, m.prev_free());
   }

@@ -233,8 +233,14 @@ std::uint64_t OffHeapStore<P>::free_waiting_removals(Shard& s) {
   }
   if (files_ && options_.durability == Durability::periodic) {
     const std::uint64_t waiting = s.deferred_records();
+    // A cache's records written since the sync before last are not
+    // settled: an eviction that finds no room for its dead marker cannot
+    // take them without one (cache_shard.hpp); two syncs settle them.
+    const bool settling = Shard::kEvicts && !options_.on_removal && s.unsettled();
     // A failed msync is noted store-wide: the write tried again is refused.
-    if (waiting != 0 && s.sync(false) == 0 && s.sync(false) == 0) freed += waiting;
+    if ((waiting != 0 || settling) && s.sync(false) == 0 && s.sync(false) == 0) {
+      freed += waiting != 0 ? waiting : 1;
+    }
   }
   return freed;
 }

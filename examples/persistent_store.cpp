@@ -5,6 +5,7 @@
 #include <offheap/offheap.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -22,7 +23,9 @@ int main(int argc, char** argv) {
     offheap::Store store(options);                       // creates the store, or reopens it
     store.put("config:mode", "fast");
     store.put_value("counter", std::uint64_t{41});
-    store.put_value("counter", *store.get_value<std::uint64_t>("counter") + 1);
+    store.compute_value<std::uint64_t>("counter", [](std::optional<std::uint64_t> n) {  // atomic +1
+      return std::optional<std::uint64_t>(n.value_or(0) + 1);
+    });
     store.remove("config:mode");
     store.sync();                                        // on disk now, whatever happens next
   }                                                      // clean close: index saved for a fast reopen

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 
 // put_value stores a struct's bytes as they lie, so it takes only structs
 // without padding: frame fills the 4 bytes the compiler would otherwise add
@@ -27,7 +28,12 @@ struct offheap::ValueTypeTag<Position> {
 int main() {
   offheap::Store store;
   store.put_value("hits", std::uint64_t{41});
-  store.put_value("hits", *store.get_value<std::uint64_t>("hits") + 1);
+  // An atomic increment: the function runs under the key's shard lock, so
+  // threads that count at once lose nothing (a get_value, then a
+  // put_value, would).
+  store.compute_value<std::uint64_t>("hits", [](std::optional<std::uint64_t> n) {
+    return std::optional<std::uint64_t>(n.value_or(0) + 1);
+  });
   store.put_value("ship", Position{1.5, -2.0, 30.25, 7, 0});
 
   std::printf("hits = %llu\n", static_cast<unsigned long long>(*store.get_value<std::uint64_t>("hits")));

@@ -214,7 +214,7 @@ class Differential {
   void run(std::size_t ops) {
     deterministic_typed_checks();
     std::uniform_int_distribution<std::size_t> key_pick(0, keys_.size() - 1);
-    std::uniform_int_distribution<int> op_pick(0, 99);
+    std::uniform_int_distribution<int> op_pick(0, 111);
     for (op_ = 0; op_ < ops; ++op_) {
       if (op_ == ops / 2) do_clear();
       for (const std::size_t r : setup_.reopen_at) {
@@ -237,7 +237,8 @@ class Differential {
       else if (r < 79) op_read(id);
       else if (r < 86) op_view(id);
       else if (r < 92) op_put_value(id);
-      else op_get_value(id);
+      else if (r < 100) op_get_value(id);
+      else op_compute(id);
       if (store_->size() != model_.size()) {
         fail(id, "size() is " + std::to_string(store_->size()) + ", the model holds " +
                      std::to_string(model_.size()));
@@ -590,6 +591,177 @@ class Differential {
     op_name_ = name;
   }
 
+  // ---- compute and its kin: each checks what its function was shown, and
+  // what it says it did, against the model.
+
+  /// What compute() must answer for a function that returned `now` (nullopt:
+  /// remove) on the model's `m`, and the model updated to match.
+  offheap::Computed model_compute(std::size_t id, const Model* m, const std::optional<std::string>& now,
+                                  std::uint8_t tag = kTagBytes) {
+    if (!now) {
+      if (m == nullptr) return offheap::Computed::unchanged;
+      erase(id);
+      return offheap::Computed::removed;
+    }
+    if (m != nullptr && m->tag == tag && m->bytes == *now) return offheap::Computed::unchanged;
+    const bool present = m != nullptr;
+    set(id, *now, tag);
+    return present ? offheap::Computed::updated : offheap::Computed::inserted;
+  }
+
+  /// A function's answer on `old`: remove, a new value, part of the old one
+  /// (a view into it), or the old one itself.
+  std::optional<std::string_view> pick_answer(std::optional<std::string_view> old, std::string& fresh, int choice) {
+    switch (choice) {
+      case 0: return std::nullopt;
+      case 1: fresh = make_value(); return std::string_view(fresh);
+      case 2: if (old) return old->substr(old->size() / 3); return std::nullopt;
+      default: return old;
+    }
+  }
+
+  void expect_shown(std::size_t id, const Model* m, std::optional<std::string_view> old) {
+    expect(old.has_value() == (m != nullptr), id, "compute's function saw presence wrong");
+    if (old && m) expect(*old == m->bytes, id, "compute's function saw the wrong old value");
+  }
+
+  void op_compute(std::size_t id) {
+    const Model* m = find(id);
+    const std::optional<std::string> before = m ? std::optional<std::string>(m->bytes) : std::nullopt;
+    const int choice = static_cast<int>(rng_() % 4);
+    std::string fresh;
+    std::optional<std::string> now;  // what the function returned, copied
+    int calls = 0;
+    offheap::Computed got{}, want{};
+    switch (rng_() % 7) {
+      case 0: {
+        op_name_ = "compute";
+        got = store_->compute(keys_[id], [&](std::optional<std::string_view> old) {
+          ++calls;
+          expect_shown(id, m, old);
+          const std::optional<std::string_view> a = pick_answer(old, fresh, choice);
+          if (a) now = std::string(*a);
+          return a;
+        });
+        expect(calls == 1, id, "compute called its function other than once");
+        want = model_compute(id, m, now);
+        break;
+      }
+      case 1: {
+        op_name_ = "compute_if_absent";
+        got = store_->compute_if_absent(keys_[id], [&] {
+          ++calls;
+          fresh = make_value();
+          return fresh;  // a std::string
+        });
+        expect(calls == (m == nullptr ? 1 : 0), id, "compute_if_absent called make() wrongly");
+        want = m == nullptr ? model_compute(id, m, fresh) : offheap::Computed::unchanged;
+        break;
+      }
+      case 2: {
+        op_name_ = "compute_if_present";
+        got = store_->compute_if_present(keys_[id], [&](std::string_view old) {
+          ++calls;
+          expect_shown(id, m, old);
+          const std::optional<std::string_view> a = pick_answer(old, fresh, choice);
+          if (a) now = std::string(*a);
+          return a;
+        });
+        expect(calls == (m != nullptr ? 1 : 0), id, "compute_if_present called fn wrongly");
+        want = m != nullptr ? model_compute(id, m, now) : offheap::Computed::unchanged;
+        break;
+      }
+      case 3: {
+        op_name_ = "merge";
+        const std::string v = make_value();
+        got = store_->merge(keys_[id], v, [&](std::string_view old, std::string_view add) {
+          ++calls;
+          expect_shown(id, m, old);
+          expect(add == v, id, "merge's combine saw the wrong new value");
+          if (choice == 0) return std::optional<std::string>();
+          return std::optional<std::string>(std::string(old.substr(0, 64)) + std::string(add.substr(0, 64)));
+        });
+        expect(calls == (m != nullptr ? 1 : 0), id, "merge called combine wrongly");
+        if (m == nullptr) {
+          want = model_compute(id, m, v);
+        } else {
+          want = model_compute(id, m, choice == 0 ? std::nullopt
+                                                  : std::optional<std::string>(m->bytes.substr(0, 64) + v.substr(0, 64)));
+        }
+        break;
+      }
+      case 4: {
+        op_name_ = "compute_value<uint64_t>";
+        const bool typed = m == nullptr || (m->tag == kTagUint64 && m->bytes.size() == 8);
+        std::optional<std::uint64_t> answer;
+        try {
+          got = store_->template compute_value<std::uint64_t>(keys_[id], [&](std::optional<std::uint64_t> old) {
+            ++calls;
+            expect(old.has_value() == (m != nullptr), id, "compute_value saw presence wrong");
+            if (old) expect(bytes_of(*old) == m->bytes, id, "compute_value saw the wrong value");
+            if (choice == 0) return std::optional<std::uint64_t>();
+            answer = old.value_or(0) + 1 + (choice == 3 ? rng_() : 0);
+            return answer;
+          });
+          expect(typed, id, "compute_value on another type did not throw");
+        } catch (const offheap::Error& e) {
+          expect(!typed && e.code() == offheap::Errc::type_mismatch, id, "compute_value threw wrongly");
+          cover("compute_value on another type threw");
+          expect(calls == 0, id, "compute_value called fn on another type");
+          return check_unchanged(id, before);
+        }
+        want = model_compute(id, m, answer ? std::optional<std::string>(bytes_of(*answer)) : std::nullopt, kTagUint64);
+        break;
+      }
+      case 5: {
+        op_name_ = "replace_value<uint64_t>";
+        const std::uint64_t x = rng_();
+        const bool typed = m == nullptr || (m->tag == kTagUint64 && m->bytes.size() == 8);
+        bool replaced = false;
+        try {
+          replaced = store_->replace_value(keys_[id], x);
+          expect(typed, id, "replace_value on another type did not throw");
+        } catch (const offheap::Error& e) {
+          expect(!typed && e.code() == offheap::Errc::type_mismatch, id, "replace_value threw wrongly");
+          cover("replace_value on another type threw");
+          return check_unchanged(id, before);
+        }
+        expect(replaced == (m != nullptr), id, "replace_value returned the wrong answer");
+        cover(replaced ? "replace_value replaced" : "replace_value missed");
+        if (replaced) (void)model_compute(id, m, bytes_of(x), kTagUint64);
+        return;
+      }
+      default: {
+        op_name_ = "put_value_if_absent<uint64_t>";
+        const std::uint64_t x = rng_();
+        const bool typed = m == nullptr || (m->tag == kTagUint64 && m->bytes.size() == 8);
+        bool stored = false;
+        try {
+          stored = store_->put_value_if_absent(keys_[id], x);
+          expect(typed, id, "put_value_if_absent on another type did not throw");
+        } catch (const offheap::Error& e) {
+          expect(!typed && e.code() == offheap::Errc::type_mismatch, id, "put_value_if_absent threw wrongly");
+          cover("put_value_if_absent on another type threw");
+          return check_unchanged(id, before);
+        }
+        expect(stored == (m == nullptr), id, "put_value_if_absent returned the wrong answer");
+        cover(stored ? "put_value_if_absent stored" : "put_value_if_absent refused");
+        if (stored) (void)model_compute(id, m, bytes_of(x), kTagUint64);
+        return;
+      }
+    }
+    expect(got == want, id, "compute's kin said it did something else than it did");
+    cover((std::string(op_name_) + " " + std::string(offheap::to_string(got))).c_str());
+    check_unchanged(id, find(id) ? std::optional<std::string>(find(id)->bytes) : std::nullopt);
+  }
+
+  /// The store holds what the model says for the key (right after a compute).
+  void check_unchanged(std::size_t id, const std::optional<std::string>& bytes) {
+    const std::optional<std::string> got = store_->get(keys_[id]);
+    looked_up(got.has_value());
+    expect(got == bytes, id, "the key does not hold what compute left in the model");
+  }
+
   void op_put_value(std::size_t id) {
     switch (rng_() % 3) {
       case 0: {
@@ -878,7 +1050,14 @@ void run_differential(std::uint64_t seed, std::size_t ops, const Setup& setup = 
       "remove_if removed", "remove_if mismatched", "remove_if missed", "get bytes",
       "get typed record as bytes", "view updated", "view removed", "held view live",
       "held view stale", "get_value matched", "get_value on bytes threw",
-      "get_value on other type threw"};
+      "get_value on other type threw", "compute inserted", "compute updated", "compute removed",
+      "compute unchanged", "compute_if_absent inserted", "compute_if_absent unchanged",
+      "compute_if_present updated", "compute_if_present removed", "compute_if_present unchanged",
+      "merge inserted", "merge updated", "merge removed", "compute_value<uint64_t> inserted",
+      "compute_value<uint64_t> updated", "compute_value<uint64_t> removed",
+      "compute_value on another type threw", "replace_value replaced", "replace_value missed",
+      "replace_value on another type threw", "put_value_if_absent stored", "put_value_if_absent refused",
+      "put_value_if_absent on another type threw"};
   for (const char* b : branches) {
     INFO("branch: " << b);
     CHECK(d.coverage[b] >= 50);

@@ -4,6 +4,7 @@
 // for everything.
 #pragma once
 
+#include <offheap/compute.hpp>
 #include <offheap/error.hpp>
 #include <offheap/expiry.hpp>
 #include <offheap/options.hpp>

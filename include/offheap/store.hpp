@@ -34,6 +34,7 @@
 #pragma once
 
 #include <offheap/detail/thread_slots.hpp>
+#include <offheap/compute.hpp>
 #include <offheap/detail/checked_options.hpp>
 #include <offheap/detail/hash.hpp>
 #include <offheap/detail/maintenance.hpp>
@@ -151,62 +152,7 @@ class OffHeapStore {
   /// Throws: Error(io_error), Error(out_of_space); the store is then left
   /// unclean and the next open rebuilds it, losing nothing.
   /// Requires: no other thread is writing to the store.
-  void close() {
-    if (detail::t_in_removal_listener == this) [[unlikely]] throw_in_listener("close()");
-    if (!files_) return;
-    // Held through the syncs and the saved state: a sync() from another
-    // thread that sees the store closing waits for them (see sync()).
-    const std::lock_guard<std::mutex> closing(close_mutex_);
-    if (files_->closed.exchange(true)) return;
-    stop_maintenance();
-    // Removals still waiting are reported (and their records freed) before
-    // anything is saved: a saved store holds no retired record. If room to
-    // free them cannot be mapped, the records are still written to disk and
-    // the store left unclean (rebuilt at its next open); then close throws.
-    std::exception_ptr report_error;
-    if (!files_->read_only) {
-      try {
-        report_all();
-      } catch (const Error&) {
-        report_error = std::current_exception();
-      }
-    }
-    if (files_->read_only || options_.durability == Durability::none) {
-      files_->close_synced.store(true, std::memory_order_relaxed);  // nothing to write
-      return;
-    }
-    if (const int err = files_->sync_error.load(std::memory_order_relaxed)) {
-      throw Error(Errc::io_error, name() + ": not closed cleanly: an earlier sync failed (" +
-                                      detail::errno_text(err) + ")");
-    }
-    // Three passes: the first writes the records and frees the old records
-    // of updates (periodic), the second writes those frees and frees the
-    // removals' dead markers, the third writes those.
-    for (int pass = 0; pass < 3; ++pass) {
-      for (Shard& s : shards_) {
-        if (const int err = s.sync(true)) {
-          detail::throw_os(err, name(), "writing the records to disk at close (msync)");
-        }
-      }
-    }
-    files_->close_synced.store(true, std::memory_order_relaxed);  // read under close_mutex_
-    // A store that met damage (a record failing its checksum, a free list
-    // dropped) is left unclean: its next open rebuilds every shard from its
-    // records, which steps over the damage instead of trusting it.
-    for (const Shard& s : shards_) {
-      if (s.damage_left() != 0) return;
-      // Removed records the listener has not seen (report_all() failed to
-      // map room to free them): in no list a saved state would keep.
-      if (s.retired_left() != 0) {
-        if (report_error) std::rethrow_exception(report_error);
-        return;
-      }
-    }
-    for (Shard& s : shards_) s.save_state(files_->meta.generation);
-    detail::sync_dir(files_->dir.get(), name(), files_->path);
-    files_->meta.clean = 1;
-    detail::write_meta(*files_, name());
-  }
+  void close();
 
   /// Effects (file-backed stores): a durability point: every record written
   /// before the call is on disk when it returns (msync of the chunks written
@@ -214,43 +160,13 @@ class OffHeapStore {
   /// for anonymous or read-only stores.
   /// Throws: Error(io_error) if the OS reports a failed write-back; the
   /// store then refuses further writes (a retried sync can falsely succeed).
-  void sync() {
-    if (!files_ || files_->read_only) return;
-    // From inside the listener while close() reports: close() makes it all
-    // durable (and waiting for it here would wait for ourselves).
-    if (detail::t_in_removal_listener == this && files_->closed.load()) return;
-#if defined(OFFHEAP_TESTING_NO_SYNC)
-    return;  // a broken build for tests only (tests/power_loss_test.cpp's twin)
-#endif
-    if (!sync_shards()) {
-      // close() began: its syncs make everything written before durable;
-      // wait for them (it holds close_mutex_ throughout), and say if they
-      // failed.
-      const std::lock_guard<std::mutex> closed(close_mutex_);
-      if (!files_->close_synced.load(std::memory_order_relaxed)) {
-        const int err = files_->sync_error.load(std::memory_order_relaxed);
-        throw Error(Errc::io_error, name() + ": sync() during close(), whose writes to disk failed (" +
-                                        detail::errno_text(err != 0 ? err : EIO) + ")");
-      }
-    }
-  }
+  void sync();
 
  private:
   /// sync()'s work; the maintenance thread calls it directly (close() joins
   /// that thread while it holds close_mutex_). False, having done nothing,
   /// once close() has begun.
-  bool sync_shards() {
-    if (files_->closed.load(std::memory_order_relaxed)) return false;
-    if (const int err = files_->sync_error.load(std::memory_order_relaxed)) throw_sync_failed(err);
-    for (Shard& s : shards_) {
-      if (const int err = s.sync(false)) throw_sync_failed(err);
-    }
-    // New chunk files' directory entries (synced as they are made unless
-    // Durability::none).
-    if (!files_->backing.sync_new_files) detail::sync_dir(files_->dir.get(), name(), files_->path);
-    last_sync_.store(now_ns(), std::memory_order_relaxed);
-    return true;
-  }
+  bool sync_shards();
 
  public:
   OffHeapStore(const OffHeapStore&) = delete;
@@ -341,6 +257,61 @@ class OffHeapStore {
     write(key, v, tag, Shard::Mode::upsert, {}, ttl);
   }
 
+  // ---- atomic read-modify-write (definitions in detail/store_compute.hpp) ----
+  //
+  // Each runs its function once, under the key's shard's writer lock, on
+  // what the key holds then, and applies the result before the lock goes:
+  // no other write of the key comes in between (two threads incrementing
+  // one counter lose nothing). An expired record counts as absent. The
+  // function sees the old value where it lies (valid during the call) and
+  // may return it, or part of it. It may read this store (reads take no
+  // lock) but not call anything that writes or locks it (put, remove,
+  // compute, clear, maintain, sync, close, stats, verify): those throw
+  // Error(invalid_argument) rather than deadlock. Other stores are fine,
+  // in an order the application keeps. If it throws, nothing changes and
+  // the exception propagates. Only under Options::memory_limit_bytes, a
+  // write that must wait outside the lock for room (removals waiting for
+  // a sync or the listener) may call it again, if another writer changed
+  // the key meanwhile. A new value equal to the old one (same bytes, same
+  // type) writes nothing: the key keeps its deadline. Throws: as put().
+
+  /// fn(std::optional<std::string_view> old) returns std::optional<V>, V
+  /// convertible to std::string_view (std::string, std::string_view into
+  /// the caller's or the old value's bytes): the key's new value, or
+  /// nullopt to remove it. The value is stored untyped, as by put().
+  template <class F>
+  Computed compute(std::string_view key, F&& fn, Ttl ttl = {});
+  /// If the key is absent: make() returns its value (V, as above); else
+  /// nothing is called. Returns inserted or unchanged.
+  template <class F>
+  Computed compute_if_absent(std::string_view key, F&& make, Ttl ttl = {});
+  /// If the key is present: fn(std::string_view old) returns
+  /// std::optional<V>, as compute()'s fn; else nothing is called.
+  template <class F>
+  Computed compute_if_present(std::string_view key, F&& fn, Ttl ttl = {});
+  /// Stores `value` if the key is absent; else combine(old, value) returns
+  /// std::optional<V>: the new value, or nullopt to remove the key.
+  template <class F>
+  Computed merge(std::string_view key, std::string_view value, F&& combine, Ttl ttl = {});
+  /// compute() on a typed value: fn(std::optional<T> old) returns
+  /// std::optional<T>, stored with T's type tag (as put_value<T>).
+  /// Throws: Error(type_mismatch) if the key holds another type (before
+  /// fn is called).
+  template <class T, class F>
+    requires PaddingFreeValue<T>
+  Computed compute_value(std::string_view key, F&& fn, Ttl ttl = {});
+  /// Stores value with T's type tag if the key holds a T; returns whether
+  /// it did (false: absent). Throws: Error(type_mismatch) for another type.
+  template <class T>
+    requires PaddingFreeValue<T>
+  bool replace_value(std::string_view key, const T& value, Ttl ttl = {});
+  /// Stores value with T's type tag if the key is absent; returns whether
+  /// it did (false: it holds a T). Throws: Error(type_mismatch) for
+  /// another type.
+  template <class T>
+    requires PaddingFreeValue<T>
+  bool put_value_if_absent(std::string_view key, const T& value, Ttl ttl = {});
+
   /// Effects: removes every record, shard by shard (a concurrent reader may
   /// see some shards cleared and others not); memory stays mapped for reuse
   /// but its pages go back to the OS (file-backed: the files keep their
@@ -361,33 +332,7 @@ class OffHeapStore {
   /// down to their capacity; with Options::on_removal and no background
   /// maintenance, calls the listener for every removal waiting.
   /// Throws: as sync().
-  void maintain() {
-    // Not in a closed store: its state is saved (an eviction or expiry
-    // would free records the saved index still leads to).
-    if (!files_ || (!files_->read_only && !files_->closed.load())) {
-      const std::uint64_t now = now_ms();
-      for (Shard& s : shards_) s.expire(now, ~std::uint64_t{0});
-      if constexpr (Shard::kEvicts) {
-        for (Shard& s : shards_) s.evict_to_capacity(~std::uint64_t{0});
-      }
-    }
-    for (Shard& s : shards_) s.maintain();
-    if (!options_.background_maintenance && (!files_ || (!files_->read_only && !files_->closed.load()))) {
-      report_all();
-    }
-    if (!files_ || (!files_->read_only && !files_->closed.load())) {
-      for (Shard& s : shards_) {
-        s.compact(~std::uint64_t{0}, nullptr, true);
-        s.release_pages(~std::uint64_t{0});
-      }
-    }
-    if (files_ && !options_.background_maintenance &&
-        options_.durability == Durability::periodic && !files_->closed.load() &&
-        now_ns() - last_sync_.load(std::memory_order_relaxed) >=
-            std::chrono::duration_cast<std::chrono::nanoseconds>(options_.sync_interval).count()) {
-      sync();
-    }
-  }
+  void maintain();
 
   // ---- reads ------------------------------------------------------------------
 
@@ -510,36 +455,7 @@ class OffHeapStore {
   }
 
   /// Returns: counters, contents, memory and index figures (stats.hpp).
-  Stats stats() const {
-    Stats s;
-    s.name = options_.name;
-    s.shards = shards_.size();
-    for (const Shard& sh : shards_) sh.add_stats(s);
-    counters_.sum(s.hits, s.misses);
-    s.gets = s.hits + s.misses;
-    for (const Shard& sh : shards_) {
-      s.corrupt_records += sh.corrupt_records();
-      s.deferred_records += sh.deferred_records();
-    }
-    s.rebuilt = rebuilt_;
-    s.capacity_bytes = options_.capacity_bytes;
-    s.superseded_records = superseded_;
-    s.open_seconds = open_seconds_;
-    if (maintenance_) {
-      s.maintenance_running = maintenance_->running();
-      s.maintenance_rounds = maintenance_->rounds();
-      s.maintenance_lag_seconds = maintenance_->seconds_since_round();
-    }
-    s.mapped_bytes += detail::ReadCounters::mapped_bytes();
-    s.memory_limit_bytes = options_.memory_limit_bytes;
-    s.memory_mapped_bytes = store_name_.budget.used();
-    std::erase_if(s.free_classes, [](const FreeClassStats& c) { return c.records == 0; });
-    s.index_load = s.index_capacity == 0
-                       ? 0.0
-                       : static_cast<double>(s.records + s.index_tombstones) /
-                             static_cast<double>(s.index_capacity);
-    return s;
-  }
+  Stats stats() const;
 
   /// Effects: checks the store's internal invariants record by record (for
   /// tests and debugging; O(journal), blocks writers meanwhile): records,
@@ -548,6 +464,7 @@ class OffHeapStore {
   /// listener (it would wait for the listener's own batch).
   /// Returns: "" if they hold, else a description of the first violation.
   std::string verify() const {
+    if (detail::t_in_compute == this) [[unlikely]] throw_in_compute("verify()");
     if (detail::t_in_removal_listener == this) [[unlikely]] throw_in_listener("verify()");
     for (const Shard& s : shards_) {
       std::string problem = s.verify();
@@ -605,6 +522,7 @@ class OffHeapStore {
 
   /// Writes are refused by read-only, closed and failed file-backed stores.
   void check_writable() const {
+    if (detail::t_in_compute == this) [[unlikely]] throw_in_compute("a write");
     if (files_) [[unlikely]] check_files_writable();
     if (maintenance_ && maintenance_->failed()) [[unlikely]] throw_maintenance_failed();
   }
@@ -678,6 +596,24 @@ class OffHeapStore {
       }
     }
   }
+  [[noreturn, gnu::cold]] void throw_in_compute(const char* what) const {
+    throw Error(Errc::invalid_argument,
+                name() + ": " + what + " called from inside a compute() function of the same store, "
+                                       "whose shard lock it holds");
+  }
+  /// compute() and its kin: the key's shard applies decide()'s decision
+  /// (store_compute.hpp).
+  template <class Decide>
+  Computed compute_with(std::string_view key, Ttl ttl, Decide& decide);
+  /// compute_with() for a result of call(const ComputeCurrent&): nullopt
+  /// keeps the key as it is; else an empty R removes it, a value writes it
+  /// with type tag `type`.
+  template <class Call>
+  Computed compute_bytes(std::string_view key, Ttl ttl, std::uint8_t type, Call&& call);
+  /// replace_value (`present`) and put_value_if_absent (not): stores
+  /// `value` if the key is present (or absent), checking its type if present.
+  template <class T>
+  bool put_typed_if(std::string_view key, const T& value, Ttl ttl, bool present, const char* op);
   [[noreturn, gnu::cold]] void throw_in_listener(const char* what) const {
     throw Error(Errc::invalid_argument,
                 name() + ": " + what + " called from inside the removal listener (Options::on_removal), "
@@ -849,3 +785,4 @@ using TinyLfuCache = OffHeapStore<TinyLfuCachePolicy>;
 
 // Defined out of the class (each includes this header).
 #include <offheap/detail/store_lifecycle.hpp>
+#include <offheap/detail/store_compute.hpp>

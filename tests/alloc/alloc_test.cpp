@@ -12,6 +12,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <optional>
 #include <filesystem>
 #include <malloc.h>
 #include <new>
@@ -198,6 +201,29 @@ void check_hot_path(offheap::Options o, bool sync) {
   CHECK(d == static_cast<double>(kPresent) * (kPresent - 1) / 2);
   CHECK(store.get(fresh[5], out));
   CHECK(out == value7);
+  // Atomic read-modify-write: typed counters, and byte values returned as
+  // views of the caller's buffer or of the old value.
+  char buf[256];
+  std::uint64_t computed = 0;
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kPresent; ++i) {
+            store.compute_value<std::uint64_t>("counter", [](std::optional<std::uint64_t> n) {
+              return std::optional<std::uint64_t>(n.value_or(0) + 1);
+            });
+            computed += store.compute(present[i], [&](std::optional<std::string_view> old) {
+              const std::size_t n = old ? std::min(old->size() + 1, sizeof buf) : 1;
+              std::memset(buf, 'c', n);
+              return std::optional<std::string_view>(std::string_view(buf, n));
+            }) == offheap::Computed::updated;
+            store.compute_if_present(present[i], [](std::string_view old) { return std::optional<std::string_view>(old); });
+            store.merge(fresh[i], value7, [](std::string_view, std::string_view add) { return std::optional<std::string_view>(add); });
+            store.put_value_if_absent<std::uint64_t>("counter", 0);
+          }
+        }) == 0);
+  CHECK(store.get_value<std::uint64_t>("counter") == kPresent);
+  CHECK(computed == kPresent);
+  CHECK(store.get(present[3], out));
+  CHECK(out == std::string(65, 'c'));
   if (sync) {
     CHECK(allocations_of([&] {
             for (std::size_t i = 0; i < kPresent; ++i) store.put(present[i], value200);

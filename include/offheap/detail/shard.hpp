@@ -35,6 +35,7 @@
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
+#include <offheap/detail/compute_support.hpp>
 #include <offheap/detail/crc32c.hpp>
 #include <offheap/detail/expiry.hpp>
 #include <offheap/detail/file.hpp>
@@ -50,6 +51,7 @@
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/reader_support.hpp>
 #include <offheap/detail/record.hpp>
+#include <offheap/compute.hpp>
 #include <offheap/expiry.hpp>
 #include <offheap/policy.hpp>
 #include <offheap/removal.hpp>
@@ -285,6 +287,15 @@ class alignas(64) Shard {
   /// RemovalCause::expired).
   bool write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
              Mode mode, std::string_view expected = {}, std::uint64_t deadline = 0);
+
+  /// An atomic read-modify-write of the key (shard_compute.hpp): under the
+  /// writer lock, `decide(const ComputeCurrent&)` returns a ComputeDecision
+  /// on what the key holds; the shard applies it (written with `deadline`
+  /// as write() would, or removed as erase() would) before the lock goes.
+  /// `decide` is called once per call of compute() (what evictions for
+  /// the memory limit do meanwhile changes nothing of its decision).
+  template <class Decide>
+  Computed compute(std::string_view key, std::uint64_t h, std::uint64_t deadline, Decide& decide);
 
   /// Removes `key` (only if its value equals *expected, when given). A
   /// record whose deadline has passed is absent: it leaves as expired, and
@@ -765,6 +776,14 @@ class alignas(64) Shard {
   /// entries of records gone since go first (drop_stale), then once more.
   void reserve_policy();
   bool evict_for_room(std::uint64_t bytes, std::uint64_t round);
+  // shard_writes.hpp
+  /// After Options::memory_limit_bytes refused a write of a record of
+  /// `need` payload bytes (or a removal's marker) by `e`: makes room as it
+  /// can (sweeps, evictions); whether to try again. `rounds` and
+  /// `evicted_for_wheel` carry over the tries of the same call.
+  bool room_for_retry(const LimitReached& e, std::uint64_t need, std::uint64_t& rounds, bool& evicted_for_wheel);
+  /// erase() with the writer lock held.
+  bool erase_locked(std::string_view key, std::uint64_t h, const std::string_view* expected);
   bool write_locked(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
                     Mode mode, std::string_view expected, std::uint64_t deadline);
   void cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h);
@@ -891,6 +910,7 @@ class alignas(64) Shard {
 #include <offheap/detail/durability.hpp>
 #include <offheap/detail/shard_probe.hpp>
 #include <offheap/detail/shard_writes.hpp>
+#include <offheap/detail/shard_compute.hpp>
 #include <offheap/detail/index_growth.hpp>
 #include <offheap/detail/integrity.hpp>
 #include <offheap/detail/recovery.hpp>

@@ -28,34 +28,43 @@ bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view val
     try {
       return write_locked(key, h, value, type, mode, expected, deadline);
     } catch (const LimitReached& e) {
-      // Options::memory_limit_bytes refused a mapping (a chunk for the
-      // record, a policy segment, expiry wheel nodes): make room, then try
-      // again from the start (write_locked() throws only before it changes
-      // anything, and the key itself may have been evicted).
-      if (++rounds > 16) throw;
-      if (e.sweep_helps) {
-        // The wheel's nodes: first the entries of records gone since
-        // (they stay until they fall due or a sweep drops them); then, in
-        // a cache, one round of evictions, whose entries the next sweep
-        // drops (if the records had deadlines: else the write fails).
-        if (sweep_wheel()) continue;
-        if constexpr (kEvicts) {
-          if (!evicted_for_wheel) {
-            evicted_for_wheel = true;
-            const std::uint64_t evicted = evictions_;
-            (void)evict_for_room(0, 1);
-            if (evictions_ != evicted) continue;
-          }
-        }
+      // (write_locked() throws only before it changes anything, and the
+      // key itself may have been evicted: it starts again from the top.)
+      if (!room_for_retry(e, record::payload_for(key.size(), value.size(), deadline != 0), rounds,
+                          evicted_for_wheel)) {
         throw;
       }
-      if constexpr (kEvicts) {
-        const std::uint64_t need = record::payload_for(key.size(), value.size(), deadline != 0);
-        if (e.evicting_helps && evict_for_room(record::kHeaderBytes + need, rounds)) continue;
-      }
-      throw;
     }
   }
+}
+
+template <class P>
+bool Shard<P>::room_for_retry(const LimitReached& e, std::uint64_t need, std::uint64_t& rounds,
+                              bool& evicted_for_wheel) {
+  // Options::memory_limit_bytes refused a mapping (a chunk for the record,
+  // a policy segment, expiry wheel nodes): make room, then the caller
+  // tries again from the start.
+  if (++rounds > 16) return false;
+  if (e.sweep_helps) {
+    // The wheel's nodes: first the entries of records gone since (they
+    // stay until they fall due or a sweep drops them); then, in a cache,
+    // one round of evictions, whose entries the next sweep drops (if the
+    // records had deadlines: else the write fails).
+    if (sweep_wheel()) return true;
+    if constexpr (kEvicts) {
+      if (!evicted_for_wheel) {
+        evicted_for_wheel = true;
+        const std::uint64_t evicted = evictions_;
+        (void)evict_for_room(0, 1);
+        if (evictions_ != evicted) return true;
+      }
+    }
+    return false;
+  }
+  if constexpr (kEvicts) {
+    if (e.evicting_helps && evict_for_room(record::kHeaderBytes + need, rounds)) return true;
+  }
+  return false;
 }
 
 template <class P>
@@ -160,6 +169,11 @@ bool Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_v
 template <class P>
 bool Shard<P>::erase(std::string_view key, std::uint64_t h, const std::string_view* expected) {
   const WriteLock guard(*this);
+  return erase_locked(key, h, expected);
+}
+
+template <class P>
+bool Shard<P>::erase_locked(std::string_view key, std::uint64_t h, const std::string_view* expected) {
   const Index::Found f = find_intact(key, h);
   if (!f.found) return false;
   const Location loc = index_.location(f.slot);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // OffHeapStore's life cycle, defined out of the class: the open of a
 // file-backed store's shards (a clean open maps the saved state, any other
-// rebuilds from the records; deadlines and cache policies learned again)
-// and the maintenance thread's rounds.
+// rebuilds from the records; deadlines and cache policies learned again),
+// the maintenance thread's rounds, maintain(), sync(), close() and stats().
 #pragma once
 
 #include <offheap/store.hpp>
@@ -243,6 +243,165 @@ std::uint64_t OffHeapStore<P>::free_waiting_removals(Shard& s) {
     }
   }
   return freed;
+}
+
+template <Policy P>
+void OffHeapStore<P>::close() {
+  if (detail::t_in_compute == this) [[unlikely]] throw_in_compute("close()");
+  if (detail::t_in_removal_listener == this) [[unlikely]] throw_in_listener("close()");
+  if (!files_) return;
+  // Held through the syncs and the saved state: a sync() from another
+  // thread that sees the store closing waits for them (see sync()).
+  const std::lock_guard<std::mutex> closing(close_mutex_);
+  if (files_->closed.exchange(true)) return;
+  stop_maintenance();
+  // Removals still waiting are reported (and their records freed) before
+  // anything is saved: a saved store holds no retired record. If room to
+  // free them cannot be mapped, the records are still written to disk and
+  // the store left unclean (rebuilt at its next open); then close throws.
+  std::exception_ptr report_error;
+  if (!files_->read_only) {
+    try {
+      report_all();
+    } catch (const Error&) {
+      report_error = std::current_exception();
+    }
+  }
+  if (files_->read_only || options_.durability == Durability::none) {
+    files_->close_synced.store(true, std::memory_order_relaxed);  // nothing to write
+    return;
+  }
+  if (const int err = files_->sync_error.load(std::memory_order_relaxed)) {
+    throw Error(Errc::io_error, name() + ": not closed cleanly: an earlier sync failed (" +
+                                    detail::errno_text(err) + ")");
+  }
+  // Three passes: the first writes the records and frees the old records
+  // of updates (periodic), the second writes those frees and frees the
+  // removals' dead markers, the third writes those.
+  for (int pass = 0; pass < 3; ++pass) {
+    for (Shard& s : shards_) {
+      if (const int err = s.sync(true)) {
+        detail::throw_os(err, name(), "writing the records to disk at close (msync)");
+      }
+    }
+  }
+  files_->close_synced.store(true, std::memory_order_relaxed);  // read under close_mutex_
+  // A store that met damage (a record failing its checksum, a free list
+  // dropped) is left unclean: its next open rebuilds every shard from its
+  // records, which steps over the damage instead of trusting it.
+  for (const Shard& s : shards_) {
+    if (s.damage_left() != 0) return;
+    // Removed records the listener has not seen (report_all() failed to
+    // map room to free them): in no list a saved state would keep.
+    if (s.retired_left() != 0) {
+      if (report_error) std::rethrow_exception(report_error);
+      return;
+    }
+  }
+  for (Shard& s : shards_) s.save_state(files_->meta.generation);
+  detail::sync_dir(files_->dir.get(), name(), files_->path);
+  files_->meta.clean = 1;
+  detail::write_meta(*files_, name());
+}
+
+template <Policy P>
+void OffHeapStore<P>::sync() {
+  if (detail::t_in_compute == this) [[unlikely]] throw_in_compute("sync()");
+  if (!files_ || files_->read_only) return;
+  // From inside the listener while close() reports: close() makes it all
+  // durable (and waiting for it here would wait for ourselves).
+  if (detail::t_in_removal_listener == this && files_->closed.load()) return;
+#if defined(OFFHEAP_TESTING_NO_SYNC)
+  return;  // a broken build for tests only (tests/power_loss_test.cpp's twin)
+#endif
+  if (!sync_shards()) {
+    // close() began: its syncs make everything written before durable;
+    // wait for them (it holds close_mutex_ throughout), and say if they
+    // failed.
+    const std::lock_guard<std::mutex> closed(close_mutex_);
+    if (!files_->close_synced.load(std::memory_order_relaxed)) {
+      const int err = files_->sync_error.load(std::memory_order_relaxed);
+      throw Error(Errc::io_error, name() + ": sync() during close(), whose writes to disk failed (" +
+                                      detail::errno_text(err != 0 ? err : EIO) + ")");
+    }
+  }
+}
+
+template <Policy P>
+bool OffHeapStore<P>::sync_shards() {
+  if (files_->closed.load(std::memory_order_relaxed)) return false;
+  if (const int err = files_->sync_error.load(std::memory_order_relaxed)) throw_sync_failed(err);
+  for (Shard& s : shards_) {
+    if (const int err = s.sync(false)) throw_sync_failed(err);
+  }
+  // New chunk files' directory entries (synced as they are made unless
+  // Durability::none).
+  if (!files_->backing.sync_new_files) detail::sync_dir(files_->dir.get(), name(), files_->path);
+  last_sync_.store(now_ns(), std::memory_order_relaxed);
+  return true;
+}
+
+template <Policy P>
+void OffHeapStore<P>::maintain() {
+  if (detail::t_in_compute == this) [[unlikely]] throw_in_compute("maintain()");
+  // Not in a closed store: its state is saved (an eviction or expiry
+  // would free records the saved index still leads to).
+  if (!files_ || (!files_->read_only && !files_->closed.load())) {
+    const std::uint64_t now = now_ms();
+    for (Shard& s : shards_) s.expire(now, ~std::uint64_t{0});
+    if constexpr (Shard::kEvicts) {
+      for (Shard& s : shards_) s.evict_to_capacity(~std::uint64_t{0});
+    }
+  }
+  for (Shard& s : shards_) s.maintain();
+  if (!options_.background_maintenance && (!files_ || (!files_->read_only && !files_->closed.load()))) {
+    report_all();
+  }
+  if (!files_ || (!files_->read_only && !files_->closed.load())) {
+    for (Shard& s : shards_) {
+      s.compact(~std::uint64_t{0}, nullptr, true);
+      s.release_pages(~std::uint64_t{0});
+    }
+  }
+  if (files_ && !options_.background_maintenance &&
+      options_.durability == Durability::periodic && !files_->closed.load() &&
+      now_ns() - last_sync_.load(std::memory_order_relaxed) >=
+          std::chrono::duration_cast<std::chrono::nanoseconds>(options_.sync_interval).count()) {
+    sync();
+  }
+}
+
+template <Policy P>
+Stats OffHeapStore<P>::stats() const {
+  if (detail::t_in_compute == this) [[unlikely]] throw_in_compute("stats()");
+  Stats s;
+  s.name = options_.name;
+  s.shards = shards_.size();
+  for (const Shard& sh : shards_) sh.add_stats(s);
+  counters_.sum(s.hits, s.misses);
+  s.gets = s.hits + s.misses;
+  for (const Shard& sh : shards_) {
+    s.corrupt_records += sh.corrupt_records();
+    s.deferred_records += sh.deferred_records();
+  }
+  s.rebuilt = rebuilt_;
+  s.capacity_bytes = options_.capacity_bytes;
+  s.superseded_records = superseded_;
+  s.open_seconds = open_seconds_;
+  if (maintenance_) {
+    s.maintenance_running = maintenance_->running();
+    s.maintenance_rounds = maintenance_->rounds();
+    s.maintenance_lag_seconds = maintenance_->seconds_since_round();
+  }
+  s.mapped_bytes += detail::ReadCounters::mapped_bytes();
+  s.memory_limit_bytes = options_.memory_limit_bytes;
+  s.memory_mapped_bytes = store_name_.budget.used();
+  std::erase_if(s.free_classes, [](const FreeClassStats& c) { return c.records == 0; });
+  s.index_load = s.index_capacity == 0
+                     ? 0.0
+                     : static_cast<double>(s.records + s.index_tombstones) /
+                           static_cast<double>(s.index_capacity);
+  return s;
 }
 
 }  // namespace offheap

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// A shard's atomic read-modify-write (Shard::compute): the key's current
+// value and the decision on it, taken and applied under one hold of the
+// writer lock, so that no other write of the key comes in between.
+#pragma once
+
+#include <offheap/detail/shard.hpp>
+
+#include <cstdint>
+#include <string_view>
+
+namespace offheap::detail {
+
+template <class P>
+template <class Decide>
+Computed Shard<P>::compute(std::string_view key, std::uint64_t h, std::uint64_t deadline, Decide& decide) {
+  const WriteLock guard(*this);
+  std::uint64_t rounds = 0;
+  bool evicted_for_wheel = false;
+  ComputeDecision d;
+  bool decided = false;
+  bool was_present = false;
+  for (;;) {
+    try {
+      if (!decided) {
+        ComputeCurrent cur;
+        const Index::Found f = find_intact(key, h);
+        if (f.found) {
+          const std::byte* rec = journal_.at(index_.location(f.slot));
+          const record::Meta m = record::read_meta(rec);
+          // A record whose deadline has passed is absent (as for write()).
+          const std::uint64_t dl = record::deadline_of(rec, m, record::kHeaderBytes + m.capacity());
+          if (dl == 0 || !expired(dl)) {
+            cur.present = true;
+            cur.value = std::string_view(record::value_bytes(rec, m.key_len), m.value_len);
+            cur.type = m.type;
+            cur.stamp = record::read_stamp(rec);
+          }
+        }
+        d = decide(cur);  // may throw: nothing has changed
+        decided = true;
+        was_present = cur.present;
+      }
+      // Room the limit refuses below is made by evictions under this same
+      // hold of the lock: the decision stands (it was taken on the key as
+      // it was; an eviction of the key itself is the cache's own doing).
+      switch (d.action) {
+        case ComputeDecision::Action::keep:
+          return Computed::unchanged;
+        case ComputeDecision::Action::remove:
+          if (!was_present) return Computed::unchanged;
+          return erase_locked(key, h, nullptr) ? Computed::removed : Computed::unchanged;
+        case ComputeDecision::Action::write:
+          (void)write_locked(key, h, d.value, d.type, Mode::upsert, {}, deadline);
+          return was_present ? Computed::updated : Computed::inserted;
+      }
+      return Computed::unchanged;
+    } catch (const LimitReached& e) {
+      const std::uint64_t need = d.action == ComputeDecision::Action::write
+                                     ? record::payload_for(key.size(), d.value.size(), deadline != 0)
+                                     : record::payload_for(key.size(), 0);
+      if (!room_for_retry(e, need, rounds, evicted_for_wheel)) throw;
+    }
+  }
+}
+
+}  // namespace offheap::detail

@@ -472,6 +472,10 @@ void run_waiting_mode(const WaitingMode& mode) {
     INFO("records " << st.records << ", evictions " << st.evictions << " (" << st.limit_evictions
                     << " for the limit), live " << st.live_bytes << ", mapped " << st.memory_mapped_bytes);
     if (!mode.background) CHECK(st.limit_evictions > 0);
+    INFO("evictions without a marker: " << st.markerless_evictions);
+    // Keys in turn pack the journal: some evictions found no room for a marker.
+    if (mode.in_turn) CHECK(st.markerless_evictions > 0);
+    if (!mode.file) CHECK(st.markerless_evictions == 0);
     // A good share of the limit holds records (small ones carry their
     // index slot, policy node and wheel entry: about 100 bytes each; under
     // the sanitizers' 8 MiB limit the fixed part weighs more).
@@ -552,19 +556,30 @@ TEST_CASE("A cache refuses at once a record larger than any chunk its limit leav
 }
 
 TEST_CASE("A periodic cache killed at its limit reopens under the same limit", "[memory_limit][crash]") {
-  // Evictions whose dead markers no sync had made durable come back with
-  // their records, and so do those made without a marker (a settled record
-  // when the journal had no room for one): the reopened cache holds more
-  // than the running one did, and its shards' policies evict at open
-  // (markers and syncs as at run time) until the rest fits.
+  // A SIGKILL keeps what the page cache holds (markers and frees too): the
+  // cache reopens with what it held, under the same limit. Then under a
+  // tenth less: its shards' policies evict at open (markers, syncs, and
+  // evictions without markers once the syncs settle the records) until
+  // the rest fits; each shard maps its first policy segments before the
+  // rebuilds run side by side.
   struct Profile {
     const char* name;
     std::size_t max_value;
     bool ttl;
+    // Under less: small records (whose policy nodes and index slots weigh)
+    // reopen, evicting, unless the index table or (with TTLs) the expiry
+    // wheel, rebuilt before the policy and not optional, does not fit: the
+    // open is then refused whole. Large records' chunks alone pass it:
+    // refused.
+    enum class Tighter { opens, may_refuse, refused } tighter;
+    std::uint64_t tenths;  // the tighter limit, in tenths of the first
   };
-  const Profile profile = GENERATE(values<Profile>({{"small values with TTLs", 64, true},
-                                                    {"values up to 3 KiB", 3072, false}}));
+  using T = Profile::Tighter;
+  const Profile profile = GENERATE(values<Profile>({{"small values", 64, false, T::opens, 7},
+                                                    {"small values with TTLs", 64, true, T::may_refuse, 8},
+                                                    {"values up to 3 KiB", 3072, false, T::refused, 8}}));
   INFO(profile.name);
+  int opened_evicting = 0;  // trials whose tighter open evicted at open
   for (int trial = 0; trial < 3; ++trial) {
     INFO("trial " << trial);
     offheap_test::TempDir dir;
@@ -601,6 +616,41 @@ TEST_CASE("A periodic cache killed at its limit reopens under the same limit", "
     ::waitpid(pid, &status, 0);
     // A write the limit refused would have ended the child (exit 3).
     REQUIRE(WIFSIGNALED(status));
+    std::filesystem::copy(dir / "c", dir / "tighter", std::filesystem::copy_options::recursive);
+    // The same files under less: recovered, the shards' policies evict at
+    // open until the rest fits; or the open is refused whole, and the files
+    // then open under the first limit with everything.
+    {
+      offheap::Options t = o;
+      t.path = (dir / "tighter").string();
+      t.memory_limit_bytes = limit / 10 * profile.tenths;
+      t.capacity_bytes = t.memory_limit_bytes;
+      bool opened = false;
+      try {
+        offheap::Cache c(t);
+        opened = true;
+        check_stats(c, t.memory_limit_bytes);
+        INFO("held " << c.size() << ", evicted at open " << c.stats().limit_evictions << " ("
+                     << c.stats().markerless_evictions << " without a marker)");
+        opened_evicting += c.stats().limit_evictions > 0;
+        REQUIRE(c.size() > 0);
+        REQUIRE(c.verify().empty());
+        c.put("after", "the reopened cache writes");
+        REQUIRE(c.get("after") == "the reopened cache writes");
+      } catch (const offheap::Error& e) {
+        REQUIRE_FALSE(opened);
+        REQUIRE(e.code() == offheap::Errc::out_of_space);
+        REQUIRE(std::string(e.what()).find("memory_limit_bytes") != std::string::npos);
+      }
+      if (profile.tighter == T::refused) REQUIRE_FALSE(opened);
+      if (!opened) {
+        t.memory_limit_bytes = limit;  // a refused open changed nothing
+        t.capacity_bytes = limit;
+        offheap::Cache c(t);
+        REQUIRE(c.size() > 0);
+        REQUIRE(c.verify().empty());
+      }
+    }
     offheap::Cache c(o);  // throws if the limit refuses the reopen
     check_stats(c, limit);
     REQUIRE(c.size() > 0);
@@ -620,4 +670,5 @@ TEST_CASE("A periodic cache killed at its limit reopens under the same limit", "
     c.put("after", "the reopened cache writes");
     REQUIRE(c.get("after") == "the reopened cache writes");
   }
+  INFO("tighter opens that evicted at open: " << opened_evicting);
 }

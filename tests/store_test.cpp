@@ -4,9 +4,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <random>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -476,4 +478,45 @@ TEMPLATE_TEST_CASE("random churn keeps every invariant", "[store]", POLICIES) {
   REQUIRE(s.verify() == "");
   for (const auto& [k, v] : model) REQUIRE(s.get(k) == v);
   CHECK(s.size() == model.size());
+}
+
+TEST_CASE("read(key, fn) returns what the validated call of fn returned", "[store]") {
+  offheap::Store s{offheap::Options{}};
+  s.put("k", "value");
+  const std::optional<std::size_t> n = s.read("k", [](std::string_view v) { return v.size(); });
+  REQUIRE(n == 5u);
+  const std::optional<std::string> copy = s.read("k", [](std::string_view v) { return std::string(v.substr(1)); });
+  REQUIRE(copy == "alue");
+  int calls = 0;
+  const std::optional<int> missed = s.read("absent", [&](std::string_view) { return ++calls; });
+  REQUIRE_FALSE(missed.has_value());
+  REQUIRE(calls == 0);
+  // void fn: whether the key was present, as before.
+  REQUIRE(s.read("k", [](std::string_view) {}));
+  REQUIRE_FALSE(s.read("absent", [](std::string_view) {}));
+}
+
+TEST_CASE("read(key, fn) never returns what fn computed on torn bytes", "[store][concurrency]") {
+  // A writer rewrites the value in place, all 'a' or all 'b'; fn says
+  // whether the bytes it saw were all one letter. A call on torn bytes
+  // computes false, and is thrown away: read() returns only true.
+  offheap::Store s{offheap::Options{}};
+  const std::string a(4000, 'a'), b(4000, 'b');
+  s.put("k", a);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) s.put("k", i % 2 ? a : b);
+  });
+  std::uint64_t returned = 0, wrong = 0;
+  for (int i = 0; i < 100000; ++i) {
+    const std::optional<bool> uniform = s.read("k", [](std::string_view v) {
+      return v.size() == 4000 && v.find_first_not_of(v[0]) == std::string_view::npos;
+    });
+    returned += uniform.has_value();
+    wrong += uniform.has_value() && !*uniform;
+  }
+  stop = true;
+  writer.join();
+  REQUIRE(returned == 100000);
+  REQUIRE(wrong == 0);
 }

@@ -108,6 +108,11 @@ struct Stats {
   /// of evictions: by writers that Options::memory_limit_bytes refused a
   /// new chunk
   std::uint64_t limit_evictions = 0;
+  /// Durability::periodic, at memory_limit_bytes: evictions of settled
+  /// records (written before the sync before last) made without a dead
+  /// marker, for want of room for one: a power loss may bring such a
+  /// record back (its key's latest value), never an older one.
+  std::uint64_t markerless_evictions = 0;
   std::uint64_t policy_entries = 0;   ///< handles the policy holds (stale ones included)
   std::uint64_t policy_small_bytes = 0;      ///< S3-FIFO: small queue; W-TinyLFU: window
   std::uint64_t policy_main_bytes = 0;       ///< S3-FIFO: main queue; W-TinyLFU: main

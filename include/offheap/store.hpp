@@ -56,6 +56,7 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <concepts>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -67,6 +68,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -181,27 +183,56 @@ class OffHeapStore {
   /// Throws: Error(key_too_large), Error(value_too_large), Error(out_of_space);
   /// the store is unchanged then.
   /// Thread safety: serialized with other writers of the shard.
-  void put(std::string_view key, std::string_view value, Ttl ttl = {}) {
+  /// Returns: Computed::inserted (the key was absent or expired) or
+  /// Computed::updated (it held a value, now replaced).
+  Computed put(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
-    check(key, value);
-    write(key, value, type_tag::bytes, Shard::Mode::upsert, {}, ttl);
+    check(key, value.size());
+    return write(key, value, type_tag::bytes, Shard::Mode::upsert, {}, ttl);
   }
+
+  /// Reserve-then-fill (as LMDB's MDB_RESERVE, CacheLib's allocate, fill,
+  /// insert): writes a value of `size` bytes that fill(std::span<std::byte>)
+  /// writes straight into the new record, under the key's shard's writer
+  /// lock, before any reader can see it; nothing is copied on the way.
+  /// fill must write every byte (what it leaves is unspecified) and may
+  /// not call this store's writes (as compute()'s function); if it throws,
+  /// nothing changes and the exception propagates. Under
+  /// Options::memory_limit_bytes it may run again if the write had to wait
+  /// for room. Returns and throws as put().
+  template <class Fill>
+    requires std::invocable<Fill&, std::span<std::byte>>
+  Computed put(std::string_view key, std::size_t size, Fill&& fill, Ttl ttl = {});
+  /// put_if_absent() with a value that fill writes in place, as put(key,
+  /// size, fill): fill runs only if the key is absent.
+  template <class Fill>
+    requires std::invocable<Fill&, std::span<std::byte>>
+  bool put_if_absent(std::string_view key, std::size_t size, Fill&& fill, Ttl ttl = {});
+  /// A gather write: the value is `parts` one after the other, copied once,
+  /// straight into the record. Returns and throws as put().
+  Computed put(std::string_view key, std::span<const std::string_view> parts, Ttl ttl = {});
 
   /// Effects: stores key -> value only if key is absent (an expired entry
   /// is absent: it is replaced, and leaves as RemovalCause::expired).
   /// Returns: true if it stored. Throws: as put().
   bool put_if_absent(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
-    check(key, value);
-    return write(key, value, type_tag::bytes, Shard::Mode::insert, {}, ttl);
+    check(key, value.size());
+    return write(key, value, type_tag::bytes, Shard::Mode::insert, {}, ttl) == Computed::inserted;
   }
+
+  /// put_if_absent() that hands back what the key holds when it does not
+  /// store: `existing` then receives the current value (a whole one, copied
+  /// under the shard's writer lock; its buffer is reused when large
+  /// enough), and is left as it was when it stores.
+  bool put_if_absent(std::string_view key, std::string_view value, std::string& existing, Ttl ttl = {});
 
   /// Effects: replaces key's value only if key is present (and not expired).
   /// Returns: true if it replaced. Throws: as put().
   bool replace(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
-    check(key, value);
-    return write(key, value, type_tag::bytes, Shard::Mode::replace, {}, ttl);
+    check(key, value.size());
+    return write(key, value, type_tag::bytes, Shard::Mode::replace, {}, ttl) != Computed::unchanged;
   }
 
   /// Effects: replaces key's value with desired only if it currently equals
@@ -210,8 +241,8 @@ class OffHeapStore {
   /// Returns: true if it replaced. Throws: as put().
   bool replace(std::string_view key, std::string_view expected, std::string_view desired, Ttl ttl = {}) {
     check_writable();
-    check(key, desired);
-    return write(key, desired, type_tag::bytes, Shard::Mode::replace_if, expected, ttl);
+    check(key, desired.size());
+    return write(key, desired, type_tag::bytes, Shard::Mode::replace_if, expected, ttl) != Computed::unchanged;
   }
 
   /// Effects: removes key. Returns: true if it was present (an expired
@@ -244,18 +275,41 @@ class OffHeapStore {
   /// holding floats is declared with ValueTypeTag<T>::padding_free).
   /// Effects: stores value's bytes (its object representation; an 80-bit
   /// long double's 6 padding bytes as zeros) with T's type tag.
-  /// Throws: as put().
+  /// Returns and throws as put().
   template <class T>
     requires PaddingFreeValue<T>
-  void put_value(std::string_view key, const T& value, Ttl ttl = {}) {
+  Computed put_value(std::string_view key, const T& value, Ttl ttl = {}) {
     constexpr std::uint8_t tag = detail::value_type_tag<T>();
     std::byte bytes[sizeof(T)];
     detail::value_bytes(value, bytes);
     const std::string_view v(reinterpret_cast<const char*>(bytes), sizeof(T));
     check_writable();
-    check(key, v);
-    write(key, v, tag, Shard::Mode::upsert, {}, ttl);
+    check(key, v.size());
+    return write(key, v, tag, Shard::Mode::upsert, {}, ttl);
   }
+
+  // ---- many keys at once (definitions in detail/store_batch.hpp) -------------
+  //
+  // Keys are taken in slices of 64, grouped by shard within a slice. Each
+  // call checks every key and value first (key_too_large, value_too_large:
+  // nothing done). A write the memory limit refuses throws as put(); what
+  // was written before it stays (earlier slices, and the shards of its
+  // slice done before it: get_all() tells which), the rest is not written.
+
+  /// values[i] receives keys[i]'s value, or nullopt if absent (a string
+  /// already there is reused: no allocation once large enough). Lookups are
+  /// lock-free, as get(); the index lines of a slice are prefetched first.
+  /// Returns how many were present. Throws: Error(invalid_argument) if
+  /// values is shorter than keys.
+  std::size_t get_all(std::span<const std::string_view> keys, std::span<std::optional<std::string>> values) const;
+  /// put() of every entry {key, value}, one hold of a shard's writer lock
+  /// for the entries of a slice in that shard, in their order (a key given
+  /// twice ends with its last value). Returns how many were inserted (the
+  /// rest updated).
+  std::size_t put_all(std::span<const std::pair<std::string_view, std::string_view>> entries, Ttl ttl = {});
+  /// remove() of every key, as put_all() groups them. Returns how many were
+  /// present.
+  std::size_t remove_all(std::span<const std::string_view> keys);
 
   // ---- atomic read-modify-write (definitions in detail/store_compute.hpp) ----
   //
@@ -370,17 +424,33 @@ class OffHeapStore {
   /// returns true, saw the key's value: fn should only read and compute (no
   /// side effects it cannot repeat), and must not trust lengths inside the
   /// value on the calls whose result is thrown away.
-  /// Returns: whether key was present (if false, discard what fn produced).
+  /// Returns: if fn returns void, whether key was present (if false,
+  /// discard what fn produced); else std::optional<R> holding what the
+  /// validated call of fn returned (the results of the calls thrown away
+  /// are dropped, never returned), or nullopt if key was absent.
   /// Requires: fn does not write to this store (a reader that lost many
   /// races to writers runs fn under the shard's writer lock).
   /// The string_view is valid only during the call.
   template <class F>
-  bool read(std::string_view key, F&& fn) const {
-    return find(key, true, [&](detail::Location, const std::byte* rec,
-                               const detail::record::Meta& m, std::uint64_t stamp) {
-      call_in_place(fn, rec, m);
-      return detail::record::validate(rec, stamp);
-    });
+  auto read(std::string_view key, F&& fn) const {
+    using R = std::invoke_result_t<F&, std::string_view>;
+    if constexpr (std::is_void_v<R>) {
+      return find(key, true, [&](detail::Location, const std::byte* rec, const detail::record::Meta& m,
+                                 std::uint64_t stamp) {
+        call_in_place(fn, rec, m);
+        return detail::record::validate(rec, stamp);
+      });
+    } else {
+      std::optional<R> out;
+      find(key, true, [&](detail::Location, const std::byte* rec, const detail::record::Meta& m,
+                          std::uint64_t stamp) {
+        R r = call_in_place(fn, rec, m);
+        if (!detail::record::validate(rec, stamp)) return false;
+        out.emplace(std::move(r));
+        return true;
+      });
+      return out;
+    }
   }
 
   /// Returns: a RecordView of key's current record, or an empty view if the
@@ -488,32 +558,32 @@ class OffHeapStore {
 
 
   void check_key(std::string_view key) const {
-    if (key.size() > kMaxKeyBytes) [[unlikely]] throw_too_large(key, {});
+    if (key.size() > kMaxKeyBytes) [[unlikely]] throw_too_large(key, 0);
   }
 
-  void check(std::string_view key, std::string_view value) const {
+  void check(std::string_view key, std::size_t value_size) const {
     const std::uint64_t record =
-        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value.size());
-    if (key.size() > kMaxKeyBytes || value.size() > kMaxValueBytes ||
+        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value_size);
+    if (key.size() > kMaxKeyBytes || value_size > kMaxValueBytes ||
         record > options_.max_chunk_bytes) [[unlikely]] {
-      throw_too_large(key, value);
+      throw_too_large(key, value_size);
     }
   }
 
-  [[noreturn, gnu::cold, gnu::noinline]] void throw_too_large(std::string_view key, std::string_view value,
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_too_large(std::string_view key, std::size_t value_size,
                                                                bool deadline = false) const {
     if (key.size() > kMaxKeyBytes) {
       throw Error(Errc::key_too_large, name() + ": a key of " + std::to_string(key.size()) +
                                            " bytes exceeds the limit of 65535 bytes");
     }
-    if (value.size() > kMaxValueBytes) {
-      throw Error(Errc::value_too_large, name() + ": a value of " + std::to_string(value.size()) +
+    if (value_size > kMaxValueBytes) {
+      throw Error(Errc::value_too_large, name() + ": a value of " + std::to_string(value_size) +
                                              " bytes exceeds the limit of 4294967295 bytes");
     }
     const std::uint64_t bytes =
-        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value.size(), deadline);
+        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value_size, deadline);
     throw Error(Errc::value_too_large,
-                name() + ": a value of " + std::to_string(value.size()) + " bytes with a key of " +
+                name() + ": a value of " + std::to_string(value_size) + " bytes with a key of " +
                     std::to_string(key.size()) + " bytes" + (deadline ? " and a deadline" : "") +
                     " needs a record of " +
                     std::to_string(bytes) + " bytes; the largest chunk holds " +
@@ -598,8 +668,8 @@ class OffHeapStore {
   }
   [[noreturn, gnu::cold]] void throw_in_compute(const char* what) const {
     throw Error(Errc::invalid_argument,
-                name() + ": " + what + " called from inside a compute() function of the same store, "
-                                       "whose shard lock it holds");
+                name() + ": " + what + " called from inside a compute() or fill function of the same store, "
+                                       "which runs under its shard's writer lock");
   }
   /// compute() and its kin: the key's shard applies decide()'s decision
   /// (store_compute.hpp).
@@ -614,24 +684,30 @@ class OffHeapStore {
   /// `value` if the key is present (or absent), checking its type if present.
   template <class T>
   bool put_typed_if(std::string_view key, const T& value, Ttl ttl, bool present, const char* op);
+  /// put() and put_if_absent() (`mode`) of a value that fill writes in place.
+  template <class Fill>
+  Computed write_filled(std::string_view key, std::size_t size, Fill& fill, Ttl ttl, typename Shard::Mode mode);
   [[noreturn, gnu::cold]] void throw_in_listener(const char* what) const {
     throw Error(Errc::invalid_argument,
                 name() + ": " + what + " called from inside the removal listener (Options::on_removal), "
                                        "which it would wait for");
   }
 
-  bool write(std::string_view key, std::string_view value, std::uint8_t type,
-             typename Shard::Mode mode, std::string_view expected = {}, Ttl ttl = {}) {
+  /// Every write but compute's: `value`, or (with `fill`) fill->size bytes
+  /// that fill writes in place.
+  Computed write(std::string_view key, std::string_view value, std::uint8_t type, typename Shard::Mode mode,
+                 std::string_view expected = {}, Ttl ttl = {}, const detail::ValueFill* fill = nullptr) {
     const std::uint64_t h = hash_(key);
     const std::uint64_t deadline = deadline_for(ttl);
     // (check() sized the record without a deadline word: 8 bytes more now.)
+    const std::size_t n = fill != nullptr ? fill->size : value.size();
     if (deadline != 0 &&
-        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value.size(), true) >
+        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), n, true) >
             options_.max_chunk_bytes) [[unlikely]] {
-      throw_too_large(key, value, true);
+      throw_too_large(key, n, true);
     }
     Shard& s = shards_.for_hash(h);
-    const bool wrote = at_limit(s, [&] { return s.write(key, h, value, type, mode, expected, deadline); });
+    const Computed wrote = at_limit(s, [&] { return s.write(key, h, value, type, mode, expected, deadline, fill); });
     nudge(s);
     return wrote;
   }
@@ -706,19 +782,23 @@ class OffHeapStore {
   /// stores: TSan builds ignore fn's memory accesses (detail/os.hpp; the
   /// README says what TSan then does not check).
   template <class F>
-  static void call_in_place(F& fn, const std::byte* rec, const detail::record::Meta& m) {
+  static decltype(auto) call_in_place(F& fn, const std::byte* rec, const detail::record::Meta& m) {
     const std::string_view value(detail::record::value_bytes(rec, m.key_len), m.value_len);
     const detail::TsanIgnoreAccesses seqlock_race;
-    fn(value);
+    return fn(value);
   }
 
   /// Every read: the key's shard, counted as a hit or a miss when `count`
   /// and Options::record_stats. Writes nothing otherwise.
   template <class OnHit>
   [[gnu::always_inline]] bool find(std::string_view key, bool count, OnHit&& on_hit) const {
+    return find(key, key.size() <= kMaxKeyBytes ? hash_(key) : 0, count, on_hit);
+  }
+  /// find() with key's hash already computed (ignored for a key too long).
+  template <class OnHit>
+  [[gnu::always_inline]] bool find(std::string_view key, std::uint64_t h, bool count, OnHit&& on_hit) const {
     bool hit = false;
     if (key.size() <= kMaxKeyBytes) [[likely]] {
-      const std::uint64_t h = hash_(key);
       hit = shards_.for_hash(h).lookup(key, h, on_hit);
     }
     if (count && options_.record_stats) [[unlikely]] {
@@ -786,3 +866,4 @@ using TinyLfuCache = OffHeapStore<TinyLfuCachePolicy>;
 // Defined out of the class (each includes this header).
 #include <offheap/detail/store_lifecycle.hpp>
 #include <offheap/detail/store_compute.hpp>
+#include <offheap/detail/store_batch.hpp>

@@ -15,10 +15,12 @@
 #include <cstring>
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <filesystem>
 #include <malloc.h>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 extern "C" {
@@ -224,6 +226,38 @@ void check_hot_path(offheap::Options o, bool sync) {
   CHECK(computed == kPresent);
   CHECK(store.get(present[3], out));
   CHECK(out == std::string(65, 'c'));
+  // Many keys at once: the caller's buffers reused.
+  {
+    std::vector<std::string_view> keys;
+    std::vector<std::pair<std::string_view, std::string_view>> entries;
+    for (std::size_t i = 0; i < 256; ++i) {
+      keys.push_back(present[i]);
+      entries.emplace_back(present[i], value64);
+    }
+    std::vector<std::optional<std::string>> values(keys.size(), std::string(256, 'x'));
+    std::size_t found = 0;
+    CHECK(allocations_of([&] {
+            for (int round = 0; round < 50; ++round) {
+              store.put_all(entries);
+              found += store.get_all(keys, values);
+              store.remove_all(std::span<const std::string_view>(keys).subspan(0, 16));
+            }
+          }) == 0);
+    CHECK(found == 50 * 256);
+    CHECK(values[20] == value64);
+    store.put_all(entries);  // the 16 back
+  }
+  // Values written in place: reserve-then-fill, and gather.
+  const std::string_view parts[] = {std::string_view(value64).substr(0, 10), std::string_view(value64).substr(10)};
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kPresent; ++i) {
+            store.put(present[i], 48, [](std::span<std::byte> d) { std::memset(d.data(), 'f', d.size()); });
+            store.put(present[i], std::span<const std::string_view>(parts));
+            store.put_if_absent(present[i], 8, [](std::span<std::byte> d) { std::memset(d.data(), 'x', d.size()); });
+          }
+        }) == 0);
+  CHECK(store.get(present[7], out));
+  CHECK(out == value64);
   if (sync) {
     CHECK(allocations_of([&] {
             for (std::size_t i = 0; i < kPresent; ++i) store.put(present[i], value200);

@@ -119,6 +119,7 @@ struct Shard<P>::EvictHost {
       // application asked for). Else the store syncs and tries again.
       if (!s.defer_frees_ || s.reports_on_ || record::read_stamp(rec) >= s.settled_below_) throw;
       marker = Slot{};
+      ++s.markerless_evictions_;
     }
     // A failed msync (every_write) is noted store-wide, which refuses
     // writes from then on; the eviction stands, so the policy's books do.
@@ -179,6 +180,27 @@ std::uint64_t Shard<P>::evict_to_capacity(std::uint64_t max_records) {
 }
 
 template <class P>
+void Shard<P>::prepare_policy_rebuild() {
+  if constexpr (kEvicts) {
+    const WriteLock guard(*this);
+    policy_.clear();
+    try {
+      // A page for each waiting list (periodic): evictions at open need
+      // their entries, and the policy would take every page left.
+      if (defer_frees_) {
+        deferred_.reserve(1);
+        dead_.reserve(1);
+      }
+      // And the policy's first segments: a shard whose policy held nothing
+      // could evict nothing to make room for its records.
+      reserve_policy();
+    } catch (const Error&) {
+      // (Less room than that: rebuild_policy() meets the limit and says so.)
+    }
+  }
+}
+
+template <class P>
 void Shard<P>::rebuild_policy(bool may_evict) {
   if constexpr (kEvicts) {
     // Oldest first: the policy's queues in the order the records were
@@ -191,16 +213,6 @@ void Shard<P>::rebuild_policy(bool may_evict) {
     std::vector<Item> items;
     {
       const WriteLock guard(*this);
-      policy_.clear();
-      // A page for each waiting list first (periodic): evictions below
-      // need their entries, and the policy would take every page left.
-      if (defer_frees_) {
-        try {
-          deferred_.reserve(1);
-          dead_.reserve(1);
-        } catch (const Error&) {
-        }
-      }
       items.reserve(size());
       index_.for_each_full([&](std::uint64_t slot, Location loc) {
         // A clean open trusts the saved index, not the records (state_file.hpp):
@@ -352,7 +364,7 @@ template <class P>
 bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
   if constexpr (kBufferedHits) drain_hits();
   EvictHost host{*this};
-  const std::uint64_t before = live_bytes_, evicted = evictions_;
+  const std::uint64_t before = live_bytes_, evicted = evictions_, unmarked = markerless_evictions_;
   // Evictions that free only after a report or a sync (the caller's, in
   // Store::free_waiting_removals()) take 1/16 at once: fewer of those.
   const std::uint64_t share = reports_on_ || defer_frees_ ? before / 16 : before / 128;
@@ -368,7 +380,8 @@ bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
     throw;
   }
   limit_evictions_ += evictions_ - evicted;
-  return live_bytes_ < before && !reports_on_ && !defer_frees_;
+  // Evictions without markers (periodic, settled records) freed at once.
+  return live_bytes_ < before && ((!reports_on_ && !defer_frees_) || markerless_evictions_ != unmarked);
 }
 
 template <class P>

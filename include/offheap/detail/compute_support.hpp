@@ -5,6 +5,7 @@
 // whose shard lock it runs under.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -25,6 +26,16 @@ struct ComputeDecision {
   Action action = Action::keep;
   std::string_view value;  // Action::write: the new value (outside the current record)
   std::uint8_t type = 0;   // Action::write: its type tag
+};
+
+/// A value written by the caller's function straight into its record
+/// (reserve-then-fill puts, gather puts): fn(ctx, dst, n) writes all n
+/// bytes at dst (n == size), under the shard's writer lock, before the
+/// record is published.
+struct ValueFill {
+  void (*fn)(const void* ctx, std::byte* dst, std::size_t n);
+  const void* ctx;
+  std::size_t size;  // the value's bytes
 };
 
 /// The store whose compute() function runs on this thread (else null):

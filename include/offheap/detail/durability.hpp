@@ -80,6 +80,10 @@ int Shard<P>::sync(bool all) {
 /// deferred records of every write made before it began.
 template <class P>
 void Shard<P>::settle(std::uint64_t begun, std::uint64_t freed_before) noexcept {
+  // After a failed msync nothing counts as settled any more: that sync's
+  // range was taken off the dirty list unwritten, so a later sync would
+  // not write the frees it stands for.
+  if (sync_error_ != nullptr && sync_error_->load(std::memory_order_relaxed) != 0) return;
   if (freed_before > settled_below_) settled_below_ = freed_before;
   if (begun > freed_below_) freed_below_ = begun;
 }
@@ -87,7 +91,9 @@ void Shard<P>::settle(std::uint64_t begun, std::uint64_t freed_before) noexcept 
 template <class P>
 bool Shard<P>::unsettled() const {
   std::lock_guard<Lock> guard(lock_);
-  return stamp_ >= settled_below_;
+  // Live records only: frees and markers draw stamps too, and are never
+  // evicted.
+  return newest_live_ >= settled_below_;
 }
 
 template <class P>

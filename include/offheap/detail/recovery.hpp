@@ -94,6 +94,7 @@ typename Shard<P>::Recovery Shard<P>::recover(bool writable) {
   dead_found_.shrink_to_fit();
   journal_.set_tail(tail, tail_offset, used);
   stamp_ = max_stamp;
+  newest_live_ = max_stamp;
   if (writable) journal_.set_records_hint(size());
   if (writable) {
     for (std::uint32_t c = 0; c < chunks; ++c) {

@@ -284,9 +284,32 @@ class alignas(64) Shard {
   /// store's clock; 0: never); returns whether it wrote. `expected` is
   /// compared with the current value in Mode::replace_if. A record of the
   /// key whose deadline has passed counts as absent (and leaves as
-  /// RemovalCause::expired).
-  bool write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
-             Mode mode, std::string_view expected = {}, std::uint64_t deadline = 0);
+  /// RemovalCause::expired). With a `fill`, `value` is not read: fill
+  /// writes fill->size bytes into the new record.
+  /// Returns inserted, updated, or unchanged (nothing written).
+  Computed write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
+                 Mode mode, std::string_view expected = {}, std::uint64_t deadline = 0,
+                 const ValueFill* fill = nullptr);
+
+  /// Writes entries [done, n) under one hold of the writer lock, each as
+  /// write() would (Mode::upsert, bytes): entry(i) gives {key, hash,
+  /// value}. `done` and `inserted` advance as they go, so that a call the
+  /// memory limit interrupted (it throws as write() would) goes on from
+  /// where it stopped when made again (shard_compute.hpp).
+  template <class Entry>
+  void write_batch(std::size_t n, std::size_t& done, std::size_t& inserted, std::uint64_t deadline,
+                   Entry&& entry);
+  /// Removes keys [done, n) under one hold of the writer lock, as erase();
+  /// key(i) gives {key, hash}; `done` and `removed` advance as they go.
+  template <class Key>
+  void erase_batch(std::size_t n, std::size_t& done, std::size_t& removed, Key&& key);
+  /// Brings the index line a lookup of `h` starts at into the cache (a
+  /// hint: reads nothing a lookup relies on).
+  void prefetch(std::uint64_t h) const noexcept {
+    const TableView t = index_.acquire_view();
+    ProbeSeq seq(h, t.mask);
+    __builtin_prefetch(t.ctrl_word(seq.group()));
+  }
 
   /// An atomic read-modify-write of the key (shard_compute.hpp): under the
   /// writer lock, `decide(const ComputeCurrent&)` returns a ComputeDecision
@@ -400,6 +423,11 @@ class alignas(64) Shard {
   /// a recovered shard (`may_evict`) whose policy finds no room evicts by
   /// it until the rest fits. Takes the lock (and lets it go to sync).
   void rebuild_policy(bool may_evict);
+  /// Before any shard's rebuild_policy() (one shard at a time, so that
+  /// each gets its share before the rebuilds run side by side): empties
+  /// the policy and maps its first segments, and a page for each waiting
+  /// list (periodic).
+  void prepare_policy_rebuild();
 
   // ---- the removal listener (removal_reports.hpp) ------------------------------
 
@@ -732,6 +760,7 @@ class alignas(64) Shard {
       journal_.mark_dirty(s.loc.chunk());
     }
     record::write_live(s.rec, stamp, key, value, type, s.capacity, s.prev_free, 0, word2, state, deadline);
+    if (state == record::State::live) newest_live_ = stamp;
     journal_.publish_tail();  // after the record: see Journal::publish_tail
   }
   /// A record just written with `deadline` (not 0) at `loc`: the wheel
@@ -784,8 +813,12 @@ class alignas(64) Shard {
   bool room_for_retry(const LimitReached& e, std::uint64_t need, std::uint64_t& rounds, bool& evicted_for_wheel);
   /// erase() with the writer lock held.
   bool erase_locked(std::string_view key, std::uint64_t h, const std::string_view* expected);
-  bool write_locked(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
-                    Mode mode, std::string_view expected, std::uint64_t deadline);
+  Computed write_locked(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
+                        Mode mode, std::string_view expected, std::uint64_t deadline,
+                        const ValueFill* fill = nullptr);
+  /// A fill write's value, written by `fill` into the slot just allocated
+  /// for it; if fill throws, the slot is freed again and the exception goes on.
+  std::string_view fill_slot(const Slot& s, std::size_t key_len, const ValueFill& fill);
   void cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h);
   /// A cache's policy lets go of the record at `loc` (index slot `slot`)
   /// about to leave by a removal or an expiry; nothing in a store.
@@ -836,6 +869,8 @@ class alignas(64) Shard {
   // is the oldest of its key a crash could bring back.
   std::uint64_t freed_below_ = 0;
   std::uint64_t settled_below_ = 0;
+  std::uint64_t newest_live_ = 0;  // the stamp of the last live record written (or recovered)
+  std::uint64_t markerless_evictions_ = 0;  // settled records evicted without a marker
   // Removed records waiting for the removal listener (removal_reports.hpp).
   bool reports_on_;
   MappedFifo<Retired> reports_;  // oldest first

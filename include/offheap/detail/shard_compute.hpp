@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // A shard's atomic read-modify-write (Shard::compute): the key's current
 // value and the decision on it, taken and applied under one hold of the
-// writer lock, so that no other write of the key comes in between.
+// writer lock, so that no other write of the key comes in between. And the
+// batches of writes and removals that take the lock once for many keys.
 #pragma once
 
 #include <offheap/detail/shard.hpp>
+#include <offheap/value_type.hpp>
 
 #include <cstdint>
 #include <string_view>
@@ -61,6 +63,40 @@ Computed Shard<P>::compute(std::string_view key, std::uint64_t h, std::uint64_t 
                                      : record::payload_for(key.size(), 0);
       if (!room_for_retry(e, need, rounds, evicted_for_wheel)) throw;
     }
+  }
+}
+
+template <class P>
+template <class Entry>
+void Shard<P>::write_batch(std::size_t n, std::size_t& done, std::size_t& inserted, std::uint64_t deadline,
+                           Entry&& entry) {
+  const WriteLock guard(*this);
+  std::uint64_t rounds = 0;
+  bool evicted_for_wheel = false;
+  while (done < n) {
+    const auto [key, h, value] = entry(done);
+    try {
+      inserted += write_locked(key, h, value, type_tag::bytes, Mode::upsert, {}, deadline) == Computed::inserted;
+      ++done;
+      rounds = 0;
+      evicted_for_wheel = false;
+    } catch (const LimitReached& e) {
+      if (!room_for_retry(e, record::payload_for(key.size(), value.size(), deadline != 0), rounds,
+                          evicted_for_wheel)) {
+        throw;
+      }
+    }
+  }
+}
+
+template <class P>
+template <class Key>
+void Shard<P>::erase_batch(std::size_t n, std::size_t& done, std::size_t& removed, Key&& key) {
+  const WriteLock guard(*this);
+  while (done < n) {
+    const auto [k, h] = key(done);
+    removed += erase_locked(k, h, nullptr);  // may throw (a marker's room): done says where
+    ++done;
   }
 }
 

@@ -64,6 +64,7 @@ void Shard<P>::add_stats(Stats& s) const {
     const eviction::PolicyStats p = policy_.stats();
     s.evictions += evictions_;
     s.limit_evictions += limit_evictions_;
+    s.markerless_evictions += markerless_evictions_;
     s.maintenance_backlog_bytes += live_bytes_ > capacity_ ? live_bytes_ - capacity_ : 0;
     s.policy_entries += p.entries;
     s.policy_small_bytes += p.small_bytes;

@@ -17,8 +17,8 @@
 namespace offheap::detail {
 
 template <class P>
-bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
-           Mode mode, std::string_view expected, std::uint64_t deadline) {
+Computed Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
+                         Mode mode, std::string_view expected, std::uint64_t deadline, const ValueFill* fill) {
   const WriteLock guard(*this);
   // Bounds what one write may evict or sweep for the limit when that does
   // not bring the room it lacks.
@@ -26,11 +26,12 @@ bool Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view val
   bool evicted_for_wheel = false;
   for (;;) {
     try {
-      return write_locked(key, h, value, type, mode, expected, deadline);
+      return write_locked(key, h, value, type, mode, expected, deadline, fill);
     } catch (const LimitReached& e) {
       // (write_locked() throws only before it changes anything, and the
       // key itself may have been evicted: it starts again from the top.)
-      if (!room_for_retry(e, record::payload_for(key.size(), value.size(), deadline != 0), rounds,
+      const std::size_t n = fill != nullptr ? fill->size : value.size();
+      if (!room_for_retry(e, record::payload_for(key.size(), n, deadline != 0), rounds,
                           evicted_for_wheel)) {
         throw;
       }
@@ -68,10 +69,11 @@ bool Shard<P>::room_for_retry(const LimitReached& e, std::uint64_t need, std::ui
 }
 
 template <class P>
-bool Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_view value,
-                            std::uint8_t type, Mode mode, std::string_view expected,
-                            std::uint64_t deadline) {
-  const std::uint64_t need = record::payload_for(key.size(), value.size(), deadline != 0);
+Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_view value,
+                                std::uint8_t type, Mode mode, std::string_view expected,
+                                std::uint64_t deadline, const ValueFill* fill) {
+  const std::uint64_t need =
+      record::payload_for(key.size(), fill != nullptr ? fill->size : value.size(), deadline != 0);
   if constexpr (kEvicts) {
     make_room(record::kHeaderBytes + need);  // before the key's slot is found: it may go
     reserve_policy();                        // may throw; nothing has changed yet
@@ -87,17 +89,19 @@ bool Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_v
     // (it leaves as expired), replace finds nothing to replace.
     const std::uint64_t old_deadline = record::deadline_of(rec, m, record::kHeaderBytes + cap);
     const bool gone = old_deadline != 0 && expired(old_deadline);
-    if (gone ? (mode == Mode::replace || mode == Mode::replace_if) : mode == Mode::insert) return false;
+    if (gone ? (mode == Mode::replace || mode == Mode::replace_if) : mode == Mode::insert) {
+      return Computed::unchanged;
+    }
     [[maybe_unused]] const eviction::Handle before{old.raw(), record::read_stamp(rec), h,
                                                    record::kHeaderBytes + m.capacity()};
     if (mode == Mode::replace_if &&
         !(m.value_len == expected.size() &&
           std::memcmp(record::value_bytes(rec, m.key_len), expected.data(), expected.size()) == 0)) {
-      return false;
+      return Computed::unchanged;
     }
     const RemovalCause cause = gone ? RemovalCause::expired : RemovalCause::replaced;
     int err = 0;
-    if (kInPlace && !durable_ && !reports_on_ && need <= cap) {
+    if (kInPlace && !durable_ && !reports_on_ && need <= cap && fill == nullptr) {
       ++(gone ? expirations_ : replaced_);
       rewrite_in_place(old, rec, cap, need, key, value, type, deadline);
       if constexpr (kEvicts) cache_replaced(before, f.slot, old, h);
@@ -109,6 +113,7 @@ bool Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_v
         deferred_.reserve_one();  // may throw; nothing has changed yet
       }
       const Slot s = allocate(need);  // may throw; nothing has changed yet
+      if (fill != nullptr) value = fill_slot(s, key.size(), *fill);  // may throw: the slot goes back
       ++(gone ? expirations_ : replaced_);
       write_record(s, key, value, type, record::State::live, deadline);
       index_.update(f.slot, s.loc);
@@ -142,14 +147,15 @@ bool Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_v
     key_value_bytes_ -= m.value_len;
     ++puts_;
     if (err != 0) sync_failed(err);
-    return true;
+    return gone ? Computed::inserted : Computed::updated;
   }
-  if (mode == Mode::replace || mode == Mode::replace_if) return false;
+  if (mode == Mode::replace || mode == Mode::replace_if) return Computed::unchanged;
   if (index_.needs_room()) {
     grow_index();  // may throw; nothing has changed yet
     f = find_for_write(key, h);
   }
   const Slot s = allocate(need);  // may throw; the index only grew
+  if (fill != nullptr) value = fill_slot(s, key.size(), *fill);  // may throw: the slot goes back
   write_record(s, key, value, type, record::State::live, deadline);
   index_.insert(f.insert_slot, h, s.loc);
   if constexpr (kEvicts) cache_admitted(f.insert_slot, s.loc, h);
@@ -163,7 +169,24 @@ bool Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_v
   if (sync_each_) {
     if (const int err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity)) sync_failed(err);
   }
-  return true;
+  return Computed::inserted;
+}
+
+template <class P>
+std::string_view Shard<P>::fill_slot(const Slot& s, std::size_t key_len, const ValueFill& fill) {
+  const std::size_t n = fill.size;
+  // The slot is this writer's: off every free list, not in the index, its
+  // header still free to a stale reader (who discards it by its state).
+  // The value goes where write_record() would copy it, which then finds it
+  // in place (record::store_concat stores those words as they are).
+  auto* dst = reinterpret_cast<std::byte*>(const_cast<char*>(record::value_bytes(s.rec, key_len)));
+  try {
+    fill.fn(fill.ctx, dst, n);
+  } catch (...) {
+    release(s.loc, s.rec, s.capacity, s.prev_free);
+    throw;
+  }
+  return std::string_view(reinterpret_cast<const char*>(dst), n);
 }
 
 template <class P>

@@ -182,6 +182,7 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   for (std::uint32_t c = 0; c < h.tail_chunk && c < journal_.chunks(); ++c) used += journal_.chunk_size(c);
   journal_.set_tail(static_cast<std::uint32_t>(h.tail_chunk), h.tail_offset, used);
   stamp_ = h.stamp;
+  newest_live_ = h.stamp;
   records_.store(h.records, std::memory_order_relaxed);
   key_value_bytes_ = h.key_value_bytes;
   live_bytes_ = h.live_bytes;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The store's atomic read-modify-write: compute(), compute_if_absent(),
-// compute_if_present(), merge() and their typed forms. The function runs
+// compute_if_present(), merge() and their typed forms; and the writes whose
+// value the caller writes in place (reserve-then-fill, gather), which run
+// the caller's code under the shard's lock the same way. The function runs
 // inside Shard::compute (shard_compute.hpp), under the key's shard's
 // writer lock; this file turns what it returns into a ComputeDecision, and
 // keeps it across the memory limit's retries (OffHeapStore::at_limit),
@@ -10,6 +12,9 @@
 #include <offheap/store.hpp>
 
 #include <array>
+#include <concepts>
+#include <cstddef>
+#include <span>
 #include <bit>
 #include <cstring>
 #include <optional>
@@ -107,10 +112,10 @@ Computed OffHeapStore<P>::compute_bytes(std::string_view key, Ttl ttl, std::uint
     }
     const std::string_view v = copied ? std::string_view(copy) : std::string_view(**result);
     if (cur.present && cur.type == type && v == cur.value) return d;  // the same: nothing to write
-    check(key, v);  // may throw: nothing has changed
+    check(key, v.size());  // may throw: nothing has changed
     if (with_deadline && detail::record::kHeaderBytes + detail::record::payload_for(key.size(), v.size(), true) >
                              options_.max_chunk_bytes) [[unlikely]] {
-      throw_too_large(key, v, true);
+      throw_too_large(key, v.size(), true);
     }
     d.action = detail::ComputeDecision::Action::write;
     d.value = v;
@@ -218,6 +223,69 @@ bool OffHeapStore<P>::put_typed_if(std::string_view key, const T& value, Ttl ttl
                         return std::optional<std::string_view>(v);
                       });
   return applies;
+}
+
+template <Policy P>
+bool OffHeapStore<P>::put_if_absent(std::string_view key, std::string_view value, std::string& existing, Ttl ttl) {
+  return compute_bytes(key, ttl, type_tag::bytes,
+                       [&](const detail::ComputeCurrent& cur) -> std::optional<std::optional<std::string_view>> {
+                         if (cur.present) {
+                           existing.assign(cur.value);
+                           return std::nullopt;
+                         }
+                         return std::optional<std::string_view>(value);
+                       }) == Computed::inserted;
+}
+
+// ---- values written in place ------------------------------------------------
+
+template <Policy P>
+template <class Fill>
+  requires std::invocable<Fill&, std::span<std::byte>>
+Computed OffHeapStore<P>::put(std::string_view key, std::size_t size, Fill&& fill, Ttl ttl) {
+  return write_filled(key, size, fill, ttl, Shard::Mode::upsert);
+}
+
+template <Policy P>
+template <class Fill>
+  requires std::invocable<Fill&, std::span<std::byte>>
+bool OffHeapStore<P>::put_if_absent(std::string_view key, std::size_t size, Fill&& fill, Ttl ttl) {
+  return write_filled(key, size, fill, ttl, Shard::Mode::insert) == Computed::inserted;
+}
+
+template <Policy P>
+template <class Fill>
+Computed OffHeapStore<P>::write_filled(std::string_view key, std::size_t size, Fill& fill, Ttl ttl,
+                                       typename Shard::Mode mode) {
+  check_writable();
+  check(key, size);
+  struct Ctx {
+    const OffHeapStore* store;
+    Fill* fill;
+  } ctx{this, &fill};
+  const detail::ValueFill f{[](const void* c, std::byte* dst, std::size_t n) {
+                              const auto* x = static_cast<const Ctx*>(c);
+                              const detail::ComputeScope inside(x->store);  // no writes of this store
+                              (*x->fill)(std::span<std::byte>(dst, n));
+                            },
+                            &ctx, size};
+  return write(key, {}, type_tag::bytes, mode, {}, ttl, &f);
+}
+
+template <Policy P>
+Computed OffHeapStore<P>::put(std::string_view key, std::span<const std::string_view> parts, Ttl ttl) {
+  std::size_t size = 0;
+  for (const std::string_view p : parts) {
+    size += p.size();
+    if (size < p.size() || size > kMaxValueBytes) [[unlikely]] size = kMaxValueBytes + std::size_t{1};
+  }
+  return put(key, size, [parts](std::span<std::byte> dst) noexcept {
+    std::size_t at = 0;
+    for (const std::string_view p : parts) {
+      if (!p.empty()) std::memcpy(dst.data() + at, p.data(), p.size());
+      at += p.size();
+    }
+  }, ttl);
 }
 
 }  // namespace offheap

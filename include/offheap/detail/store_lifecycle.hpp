@@ -44,7 +44,10 @@ void OffHeapStore<P>::open_shards() {
   // are not optional; a policy's ghost or sketch may do with less).
   if (writable) parallel_for_shards([&](std::uint32_t i) { shards_.begin()[i].rebuild_expiry(); });
   if constexpr (Shard::kEvicts) {
-    if (writable) parallel_for_shards([&](std::uint32_t i) { shards_.begin()[i].rebuild_policy(rebuilt[i] != 0); });
+    if (writable) {
+      for (Shard& s : shards_) s.prepare_policy_rebuild();
+      parallel_for_shards([&](std::uint32_t i) { shards_.begin()[i].rebuild_policy(rebuilt[i] != 0); });
+    }
   }
   if (writable) {
     // Not clean from here on, durably, before the first write.

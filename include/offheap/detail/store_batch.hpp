@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: Apache-2.0
+// The store's calls over many keys: get_all(), put_all(), remove_all().
+// Keys go in slices of 64: hashed once, their shards' index lines
+// prefetched (reads), and grouped by shard so that a write takes each
+// shard's lock once per slice (Shard::write_batch, erase_batch).
+#pragma once
+
+#include <offheap/store.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+namespace offheap {
+namespace detail {
+
+/// One slice of keys: their hashes, and their positions ordered by shard
+/// (stable: a shard's keys keep the caller's order).
+struct BatchSlice {
+  static constexpr std::size_t kKeys = 64;
+  std::array<std::uint64_t, kKeys> hash;
+  std::array<std::uint32_t, kKeys> shard;
+  std::array<std::uint8_t, kKeys> order;
+  std::size_t n = 0;
+
+  /// Sorts positions 0..n-1 by shard (insertion sort: 64 at most).
+  void order_by_shard() noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto at = static_cast<std::uint8_t>(i);
+      std::size_t j = i;
+      while (j > 0 && shard[order[j - 1]] > shard[at]) {
+        order[j] = order[j - 1];
+        --j;
+      }
+      order[j] = at;
+    }
+  }
+};
+
+}  // namespace detail
+
+template <Policy P>
+std::size_t OffHeapStore<P>::get_all(std::span<const std::string_view> keys,
+                                     std::span<std::optional<std::string>> values) const {
+  if (values.size() < keys.size()) [[unlikely]] {
+    throw Error(Errc::invalid_argument, name() + ": get_all() of " + std::to_string(keys.size()) +
+                                            " keys into " + std::to_string(values.size()) + " values");
+  }
+  std::size_t found = 0;
+  std::array<std::uint64_t, detail::BatchSlice::kKeys> hash;
+  for (std::size_t base = 0; base < keys.size(); base += hash.size()) {
+    const std::size_t n = std::min(hash.size(), keys.size() - base);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string_view k = keys[base + i];
+      hash[i] = k.size() <= kMaxKeyBytes ? hash_(k) : 0;
+      shards_.for_hash(hash[i]).prefetch(hash[i]);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      std::optional<std::string>& out = values[base + i];
+      if (!out) out.emplace();
+      std::string& v = *out;
+      const bool hit = find(keys[base + i], hash[i], true,
+                            [&](detail::Location, const std::byte* rec, const detail::record::Meta& m,
+                                std::uint64_t stamp) {
+                              v.resize(m.value_len);
+                              detail::record::copy_out(v.data(), rec, m.key_len, m.value_len);
+                              return detail::record::validate(rec, stamp);
+                            });
+      if (hit) {
+        ++found;
+      } else {
+        out.reset();
+      }
+    }
+  }
+  return found;
+}
+
+template <Policy P>
+std::size_t OffHeapStore<P>::put_all(std::span<const std::pair<std::string_view, std::string_view>> entries,
+                                     Ttl ttl) {
+  check_writable();
+  const std::uint64_t deadline = deadline_for(ttl);
+  for (const auto& [k, v] : entries) {
+    check(k, v.size());
+    if (deadline != 0 &&
+        detail::record::kHeaderBytes + detail::record::payload_for(k.size(), v.size(), true) >
+            options_.max_chunk_bytes) [[unlikely]] {
+      throw_too_large(k, v.size(), true);
+    }
+  }
+  std::size_t inserted = 0;
+  detail::BatchSlice slice;
+  for (std::size_t base = 0; base < entries.size(); base += slice.kKeys) {
+    slice.n = std::min(slice.kKeys, entries.size() - base);
+    for (std::size_t i = 0; i < slice.n; ++i) {
+      slice.hash[i] = hash_(entries[base + i].first);
+      slice.shard[i] = static_cast<std::uint32_t>(&shards_.for_hash(slice.hash[i]) - shards_.begin());
+    }
+    slice.order_by_shard();
+    for (std::size_t first = 0; first < slice.n;) {
+      const std::uint32_t sh = slice.shard[slice.order[first]];
+      std::size_t last = first;
+      while (last < slice.n && slice.shard[slice.order[last]] == sh) ++last;
+      Shard& s = shards_.begin()[sh];
+      std::size_t done = 0;
+      at_limit(s, [&] {
+        s.write_batch(last - first, done, inserted, deadline, [&](std::size_t j) {
+          const std::size_t at = slice.order[first + j];
+          const auto& [k, v] = entries[base + at];
+          return std::tuple<std::string_view, std::uint64_t, std::string_view>(k, slice.hash[at], v);
+        });
+        return true;
+      });
+      nudge(s);
+      first = last;
+    }
+  }
+  return inserted;
+}
+
+template <Policy P>
+std::size_t OffHeapStore<P>::remove_all(std::span<const std::string_view> keys) {
+  check_writable();
+  for (const std::string_view k : keys) check_key(k);
+  std::size_t removed = 0;
+  detail::BatchSlice slice;
+  for (std::size_t base = 0; base < keys.size(); base += slice.kKeys) {
+    slice.n = std::min(slice.kKeys, keys.size() - base);
+    for (std::size_t i = 0; i < slice.n; ++i) {
+      slice.hash[i] = hash_(keys[base + i]);
+      slice.shard[i] = static_cast<std::uint32_t>(&shards_.for_hash(slice.hash[i]) - shards_.begin());
+    }
+    slice.order_by_shard();
+    for (std::size_t first = 0; first < slice.n;) {
+      const std::uint32_t sh = slice.shard[slice.order[first]];
+      std::size_t last = first;
+      while (last < slice.n && slice.shard[slice.order[last]] == sh) ++last;
+      Shard& s = shards_.begin()[sh];
+      std::size_t done = 0;
+      at_limit(s, [&] {
+        s.erase_batch(last - first, done, removed, [&](std::size_t j) {
+          const std::size_t at = slice.order[first + j];
+          return std::pair<std::string_view, std::uint64_t>(keys[base + at], slice.hash[at]);
+        });
+        return true;
+      });
+      nudge(s);
+      first = last;
+    }
+  }
+  return removed;
+}
+
+}  // namespace offheap

@@ -364,7 +364,7 @@ template <class P>
 bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
   if constexpr (kBufferedHits) drain_hits();
   EvictHost host{*this};
-  const std::uint64_t before = live_bytes_, evicted = evictions_, unmarked = markerless_evictions_;
+  const std::uint64_t before = live_bytes_, evicted = evictions_;
   // Evictions that free only after a report or a sync (the caller's, in
   // Store::free_waiting_removals()) take 1/16 at once: fewer of those.
   const std::uint64_t share = reports_on_ || defer_frees_ ? before / 16 : before / 128;
@@ -380,8 +380,10 @@ bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
     throw;
   }
   limit_evictions_ += evictions_ - evicted;
-  // Evictions without markers (periodic, settled records) freed at once.
-  return live_bytes_ < before && ((!reports_on_ && !defer_frees_) || markerless_evictions_ != unmarked);
+  // (Periodic: even when evictions without markers freed room at once, the
+  // caller's retry goes through the store, which syncs: retried here, the
+  // rounds' doubling shares would evict most of the shard for one write.)
+  return live_bytes_ < before && !reports_on_ && !defer_frees_;
 }
 
 template <class P>

@@ -685,6 +685,11 @@ class OffHeapStore {
   template <class T>
   bool put_typed_if(std::string_view key, const T& value, Ttl ttl, bool present, const char* op);
   /// put() and put_if_absent() (`mode`) of a value that fill writes in place.
+  /// put_all()/remove_all(): keys key_of(0..count-1) in slices of 64, each
+  /// slice's run of keys in one shard handed to run(shard, n, done, at)
+  /// under at_limit() (at(j): the j-th key's index in the call and hash).
+  template <class KeyOf, class Run>
+  void by_shard_slices(std::size_t count, KeyOf&& key_of, Run&& run);
   template <class Fill>
   Computed write_filled(std::string_view key, std::size_t size, Fill& fill, Ttl ttl, typename Shard::Mode mode);
   [[noreturn, gnu::cold]] void throw_in_listener(const char* what) const {

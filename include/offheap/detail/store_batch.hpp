@@ -96,32 +96,14 @@ std::size_t OffHeapStore<P>::put_all(std::span<const std::pair<std::string_view,
     }
   }
   std::size_t inserted = 0;
-  detail::BatchSlice slice;
-  for (std::size_t base = 0; base < entries.size(); base += slice.kKeys) {
-    slice.n = std::min(slice.kKeys, entries.size() - base);
-    for (std::size_t i = 0; i < slice.n; ++i) {
-      slice.hash[i] = hash_(entries[base + i].first);
-      slice.shard[i] = static_cast<std::uint32_t>(&shards_.for_hash(slice.hash[i]) - shards_.begin());
-    }
-    slice.order_by_shard();
-    for (std::size_t first = 0; first < slice.n;) {
-      const std::uint32_t sh = slice.shard[slice.order[first]];
-      std::size_t last = first;
-      while (last < slice.n && slice.shard[slice.order[last]] == sh) ++last;
-      Shard& s = shards_.begin()[sh];
-      std::size_t done = 0;
-      at_limit(s, [&] {
-        s.write_batch(last - first, done, inserted, deadline, [&](std::size_t j) {
-          const std::size_t at = slice.order[first + j];
-          const auto& [k, v] = entries[base + at];
-          return std::tuple<std::string_view, std::uint64_t, std::string_view>(k, slice.hash[at], v);
-        });
-        return true;
-      });
-      nudge(s);
-      first = last;
-    }
-  }
+  by_shard_slices(entries.size(), [&](std::size_t i) { return entries[i].first; },
+                  [&](Shard& s, std::size_t n, std::size_t& done, auto&& at) {
+                    s.write_batch(n, done, inserted, deadline, [&](std::size_t j) {
+                      const auto [i, h] = at(j);
+                      return std::tuple<std::string_view, std::uint64_t, std::string_view>(
+                          entries[i].first, h, entries[i].second);
+                    });
+                  });
   return inserted;
 }
 
@@ -130,11 +112,24 @@ std::size_t OffHeapStore<P>::remove_all(std::span<const std::string_view> keys) 
   check_writable();
   for (const std::string_view k : keys) check_key(k);
   std::size_t removed = 0;
+  by_shard_slices(keys.size(), [&](std::size_t i) { return keys[i]; },
+                  [&](Shard& s, std::size_t n, std::size_t& done, auto&& at) {
+                    s.erase_batch(n, done, removed, [&](std::size_t j) {
+                      const auto [i, h] = at(j);
+                      return std::pair<std::string_view, std::uint64_t>(keys[i], h);
+                    });
+                  });
+  return removed;
+}
+
+template <Policy P>
+template <class KeyOf, class Run>
+void OffHeapStore<P>::by_shard_slices(std::size_t count, KeyOf&& key_of, Run&& run) {
   detail::BatchSlice slice;
-  for (std::size_t base = 0; base < keys.size(); base += slice.kKeys) {
-    slice.n = std::min(slice.kKeys, keys.size() - base);
+  for (std::size_t base = 0; base < count; base += slice.kKeys) {
+    slice.n = std::min(slice.kKeys, count - base);
     for (std::size_t i = 0; i < slice.n; ++i) {
-      slice.hash[i] = hash_(keys[base + i]);
+      slice.hash[i] = hash_(key_of(base + i));
       slice.shard[i] = static_cast<std::uint32_t>(&shards_.for_hash(slice.hash[i]) - shards_.begin());
     }
     slice.order_by_shard();
@@ -143,19 +138,20 @@ std::size_t OffHeapStore<P>::remove_all(std::span<const std::string_view> keys) 
       std::size_t last = first;
       while (last < slice.n && slice.shard[slice.order[last]] == sh) ++last;
       Shard& s = shards_.begin()[sh];
-      std::size_t done = 0;
+      // The run's j-th key: its index in the call, and its hash.
+      auto at = [&](std::size_t j) {
+        const std::size_t k = slice.order[first + j];
+        return std::pair<std::size_t, std::uint64_t>(base + k, slice.hash[k]);
+      };
+      std::size_t done = 0;  // carried over the memory limit's retries
       at_limit(s, [&] {
-        s.erase_batch(last - first, done, removed, [&](std::size_t j) {
-          const std::size_t at = slice.order[first + j];
-          return std::pair<std::string_view, std::uint64_t>(keys[base + at], slice.hash[at]);
-        });
+        run(s, last - first, done, at);
         return true;
       });
       nudge(s);
       first = last;
     }
   }
-  return removed;
 }
 
 }  // namespace offheap

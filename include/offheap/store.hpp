@@ -570,6 +570,15 @@ class OffHeapStore {
     }
   }
 
+  /// A record with a deadline holds 8 bytes more than check() sized.
+  void check_deadline_word(std::string_view key, std::size_t value_size, std::uint64_t deadline) const {
+    if (deadline != 0 &&
+        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value_size, true) >
+            options_.max_chunk_bytes) [[unlikely]] {
+      throw_too_large(key, value_size, true);
+    }
+  }
+
   [[noreturn, gnu::cold, gnu::noinline]] void throw_too_large(std::string_view key, std::size_t value_size,
                                                                bool deadline = false) const {
     if (key.size() > kMaxKeyBytes) {
@@ -704,13 +713,7 @@ class OffHeapStore {
                  std::string_view expected = {}, Ttl ttl = {}, const detail::ValueFill* fill = nullptr) {
     const std::uint64_t h = hash_(key);
     const std::uint64_t deadline = deadline_for(ttl);
-    // (check() sized the record without a deadline word: 8 bytes more now.)
-    const std::size_t n = fill != nullptr ? fill->size : value.size();
-    if (deadline != 0 &&
-        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), n, true) >
-            options_.max_chunk_bytes) [[unlikely]] {
-      throw_too_large(key, n, true);
-    }
+    check_deadline_word(key, fill != nullptr ? fill->size : value.size(), deadline);
     Shard& s = shards_.for_hash(h);
     const Computed wrote = at_limit(s, [&] { return s.write(key, h, value, type, mode, expected, deadline, fill); });
     nudge(s);

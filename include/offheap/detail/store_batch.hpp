@@ -89,11 +89,7 @@ std::size_t OffHeapStore<P>::put_all(std::span<const std::pair<std::string_view,
   const std::uint64_t deadline = deadline_for(ttl);
   for (const auto& [k, v] : entries) {
     check(k, v.size());
-    if (deadline != 0 &&
-        detail::record::kHeaderBytes + detail::record::payload_for(k.size(), v.size(), true) >
-            options_.max_chunk_bytes) [[unlikely]] {
-      throw_too_large(k, v.size(), true);
-    }
+    check_deadline_word(k, v.size(), deadline);
   }
   std::size_t inserted = 0;
   by_shard_slices(entries.size(), [&](std::size_t i) { return entries[i].first; },

@@ -85,7 +85,7 @@ Computed OffHeapStore<P>::compute_bytes(std::string_view key, Ttl ttl, std::uint
   std::uint64_t seen_stamp = 0;
   std::string copy;  // the new value, when it lay inside the old record (which may go first)
   bool copied = false;
-  const bool with_deadline = deadline_for(ttl) != 0;
+  const std::uint64_t deadline = deadline_for(ttl);  // (compute_with() reads the clock again)
   auto decide = [&](const detail::ComputeCurrent& cur) -> detail::ComputeDecision {
     if (!called || cur.present != seen_present || cur.stamp != seen_stamp) {
       {
@@ -113,10 +113,7 @@ Computed OffHeapStore<P>::compute_bytes(std::string_view key, Ttl ttl, std::uint
     const std::string_view v = copied ? std::string_view(copy) : std::string_view(**result);
     if (cur.present && cur.type == type && v == cur.value) return d;  // the same: nothing to write
     check(key, v.size());  // may throw: nothing has changed
-    if (with_deadline && detail::record::kHeaderBytes + detail::record::payload_for(key.size(), v.size(), true) >
-                             options_.max_chunk_bytes) [[unlikely]] {
-      throw_too_large(key, v.size(), true);
-    }
+    check_deadline_word(key, v.size(), deadline);
     d.action = detail::ComputeDecision::Action::write;
     d.value = v;
     d.type = type;

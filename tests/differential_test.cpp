@@ -677,6 +677,12 @@ class Differential {
   }
 
   void op_compute(std::size_t id) {
+    const int kind = static_cast<int>(rng_() % 7);
+    // The typed forms (kinds 4 to 6) meet a typed record only where typed
+    // writes went before: half of them go to a small pool of keys, so that
+    // a short (sanitized) run still updates, replaces and refuses typed
+    // records many times, whatever the seed.
+    if (kind >= 4 && rng_() % 2 == 0) id %= std::max<std::size_t>(1, keys_.size() / 64);
     const Model* m = find(id);
     const std::optional<std::string> before = m ? std::optional<std::string>(m->bytes) : std::nullopt;
     const int choice = static_cast<int>(rng_() % 4);
@@ -684,7 +690,7 @@ class Differential {
     std::optional<std::string> now;  // what the function returned, copied
     int calls = 0;
     offheap::Computed got{}, want{};
-    switch (rng_() % 7) {
+    switch (kind) {
       case 0: {
         op_name_ = "compute";
         got = store_->compute(keys_[id], [&](std::optional<std::string_view> old) {
@@ -1168,9 +1174,12 @@ void run_differential(std::uint64_t seed, std::size_t ops, const Setup& setup = 
       "replace_value on another type threw", "put_value_if_absent stored", "put_value_if_absent refused",
       "put_value_if_absent on another type threw", "put inserted", "put updated",
       "put_if_absent(fill) stored", "put_if_absent(fill) refused", "get_all", "put_all", "remove_all"};
+  // 50 times in a full run; a short (sanitized) run of 60,000 operations
+  // reaches its rarest branches some 60 times on average, so it asks 20.
+  const std::uint64_t least = std::min<std::uint64_t>(50, ops / 3'000);
   for (const char* b : branches) {
     INFO("branch: " << b);
-    CHECK(d.coverage[b] >= 50);
+    CHECK(d.coverage[b] >= least);
   }
   // Rare by construction (a typed counter present, and removed): a few times.
   for (const char* b : {"compute_value<uint64_t> removed"}) {

@@ -44,6 +44,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
@@ -357,7 +358,15 @@ class Differential {
     const bool present = find(id) != nullptr;
     std::string v = make_value();
     offheap::Computed c{};
-    switch (rng_() % 4) {
+    switch (rng_() % 5) {
+      case 3: {
+        op_name_ = "put(key, value, error_code&)";
+        std::error_code ec = offheap::Errc::io_error;  // cleared on success
+        c = store_->put(keys_[id], v, ec);
+        expect(!ec, id, "put(key, value, ec) set an error on a write that succeeded");
+        cover("put(ec)");
+        break;
+      }
       case 0: {
         op_name_ = "put(key, size, fill)";
         int fills = 0;
@@ -445,7 +454,15 @@ class Differential {
   void op_remove(std::size_t id) {
     op_name_ = "remove(key)";
     const bool present = find(id) != nullptr;
-    const bool removed = store_->remove(keys_[id]);
+    bool removed = false;
+    if (rng_() % 4 == 0) {
+      op_name_ = "remove(key, error_code&)";
+      std::error_code ec = offheap::Errc::io_error;
+      removed = store_->remove(keys_[id], ec);
+      expect(!ec, id, "remove(key, ec) set an error on a removal that succeeded");
+    } else {
+      removed = store_->remove(keys_[id]);
+    }
     expect(removed == present, id, "remove returned the wrong answer");
     cover(removed ? "remove removed" : "remove missed");
     if (removed) erase(id);
@@ -594,6 +611,8 @@ class Differential {
       threw = true;
     }
     expect(threw, id, "read of a stale view did not throw StaleView");
+    expect(!v.try_read([](std::string_view) { return 0; }).has_value(), id,
+           "try_read of a stale view returned a result");
     const Model* m = find(id);
     View r = v.refresh();
     looked_up(m != nullptr);
@@ -625,6 +644,8 @@ class Differential {
                "a view of an unwritten key is not live");
         const bool same = h.view.read([&](std::string_view b) { return b == m->bytes; });
         expect(same, h.id, "a held live view read the wrong value");
+        expect(h.view.try_read([&](std::string_view b) { return b == m->bytes; }) == true, h.id,
+               "try_read of a held live view did not return the right value");
         cover("held view live");
       } else {
         const auto want = m ? offheap::ViewStatus::updated : offheap::ViewStatus::removed;
@@ -636,6 +657,7 @@ class Differential {
           threw = true;
         }
         expect(threw, h.id, "a held view of a changed key did not throw StaleView");
+        expect(!h.view.try_read([](std::string_view) {}), h.id, "try_read of a held stale view said live");
         cover("held view stale");
       }
     }
@@ -676,13 +698,17 @@ class Differential {
     if (old && m) expect(*old == m->bytes, id, "compute's function saw the wrong old value");
   }
 
+  /// The typed forms meet a typed record only where typed writes went
+  /// before: half of them go to a small pool of keys, so that a short
+  /// (sanitized) run still reads, updates, replaces and refuses typed
+  /// records many times, whatever the seed.
+  std::size_t typed_pool(std::size_t id) {
+    return rng_() % 2 == 0 ? id % std::max<std::size_t>(1, keys_.size() / 64) : id;
+  }
+
   void op_compute(std::size_t id) {
     const int kind = static_cast<int>(rng_() % 7);
-    // The typed forms (kinds 4 to 6) meet a typed record only where typed
-    // writes went before: half of them go to a small pool of keys, so that
-    // a short (sanitized) run still updates, replaces and refuses typed
-    // records many times, whatever the seed.
-    if (kind >= 4 && rng_() % 2 == 0) id %= std::max<std::size_t>(1, keys_.size() / 64);
+    if (kind >= 4) id = typed_pool(id);
     const Model* m = find(id);
     const std::optional<std::string> before = m ? std::optional<std::string>(m->bytes) : std::nullopt;
     const int choice = static_cast<int>(rng_() % 4);
@@ -878,7 +904,19 @@ class Differential {
   }
 
   void op_put_value(std::size_t id) {
-    switch (rng_() % 3) {
+    switch (rng_() % 4) {
+      case 3: {
+        op_name_ = "put_as<std::string>";
+        id = typed_pool(id);
+        const std::string v = make_value();
+        const bool had = find(id) != nullptr;
+        const offheap::Computed got = store_->put_as(keys_[id], v);
+        expect(got == (had ? offheap::Computed::updated : offheap::Computed::inserted), id,
+               "put_as said inserted or updated wrongly");
+        set(id, std::string("\x01\x00", 2) + v, offheap::type_tag::string);
+        cover("put_as");
+        break;
+      }
       case 0: {
         op_name_ = "put_value<uint64_t>";
         const std::uint64_t x = rng_();
@@ -931,7 +969,28 @@ class Differential {
   }
 
   void op_get_value(std::size_t id) {
-    switch (rng_() % 3) {
+    switch (rng_() % 4) {
+      case 3: {
+        op_name_ = "get_as<std::string>";
+        id = typed_pool(id);
+        const Model* m = find(id);
+        looked_up(m != nullptr);
+        const bool matches = m && m->tag == offheap::type_tag::string;
+        try {
+          const std::optional<std::string> got = store_->template get_as<std::string>(keys_[id]);
+          expect(m == nullptr || matches, id, "get_as of another type did not throw");
+          expect(got.has_value() == (m != nullptr), id, "get_as hit/miss is wrong");
+          if (m) {
+            expect(*got == m->bytes.substr(2), id, "get_as returned the wrong value");
+            cover("get_as matched");
+          }
+        } catch (const offheap::Error& e) {
+          expect(m != nullptr && !matches, id, "get_as threw on a matching or absent record");
+          expect(e.code() == offheap::Errc::type_mismatch, id, "get_as threw another Errc");
+          cover("get_as on another type threw");
+        }
+        break;
+      }
       case 0: get_value_as<std::uint64_t>(id, "get_value<uint64_t>"); break;
       case 1: get_value_as<std::int64_t>(id, "get_value<int64_t>"); break;
       default: get_value_as<Pod>(id, "get_value<Pod>"); break;
@@ -1080,6 +1139,42 @@ class Differential {
       FAIL("seed " << seed_ << ", op " << op_ << ": for_each visited " << visited
                    << " records, the model holds " << model_.size());
     }
+    // The same through a resumable walk in steps of a random size, with
+    // the type tags (values, or keys only): nothing is written meanwhile,
+    // so each key comes exactly once.
+    ++pass_;
+    visited = 0;
+    const bool keys_only = pass_ % 4 == 0;  // every other full check (pass_ moves by 2)
+    const std::size_t step = 1 + rng_() % 700;
+    const auto met = [&](std::string_view k, const std::string_view* v, std::uint8_t type) {
+      ++visited;
+      if (!problem.empty()) return;
+      const auto it = model_.find(std::string(k));
+      if (it == model_.end()) {
+        problem = "scan visited a key the model does not hold (" + hex_prefix(k) + ")";
+      } else if (it->second.seen == pass_) {
+        problem = "scan visited a key twice (" + hex_prefix(k) + ")";
+      } else if ((v != nullptr && *v != it->second.bytes) || type != it->second.tag) {
+        problem = "scan showed the wrong value or type tag for " + hex_prefix(k);
+      } else {
+        it->second.seen = pass_;
+      }
+    };
+    offheap::Cursor cursor;
+    for (std::size_t steps = 0; !cursor.done(); ++steps) {
+      const std::size_t n = keys_only
+          ? store_->scan_keys(cursor, step, [&](std::string_view k, std::uint8_t t) { met(k, nullptr, t); })
+          : store_->scan(cursor, step, [&](std::string_view k, std::string_view v, std::uint8_t t) {
+              met(k, &v, t);
+            });
+      if (n > step || steps > model_.size() + 1000) FAIL("seed " << seed_ << ", op " << op_ << ": scan ran away");
+    }
+    if (!problem.empty()) FAIL("seed " << seed_ << ", op " << op_ << ": " << problem);
+    if (visited != model_.size() || cursor.restarts() != 0) {
+      FAIL("seed " << seed_ << ", op " << op_ << ": scan visited " << visited << " records ("
+                   << cursor.restarts() << " restarts), the model holds " << model_.size());
+    }
+    cover(keys_only ? "scan_keys walk" : "scan walk");
 
     const offheap::Stats s = store_->stats();
     INFO("seed " << seed_ << ", op " << op_);
@@ -1173,7 +1268,8 @@ void run_differential(std::uint64_t seed, std::size_t ops, const Setup& setup = 
       "compute_value on another type threw", "replace_value replaced", "replace_value missed",
       "replace_value on another type threw", "put_value_if_absent stored", "put_value_if_absent refused",
       "put_value_if_absent on another type threw", "put inserted", "put updated",
-      "put_if_absent(fill) stored", "put_if_absent(fill) refused", "get_all", "put_all", "remove_all"};
+      "put_if_absent(fill) stored", "put_if_absent(fill) refused", "get_all", "put_all", "remove_all",
+      "put_as", "get_as matched", "get_as on another type threw", "put(ec)"};
   // 50 times in a full run; a short (sanitized) run of 60,000 operations
   // reaches its rarest branches some 60 times on average, so it asks 20.
   const std::uint64_t least = std::min<std::uint64_t>(50, ops / 3'000);
@@ -1185,6 +1281,10 @@ void run_differential(std::uint64_t seed, std::size_t ops, const Setup& setup = 
   for (const char* b : {"compute_value<uint64_t> removed"}) {
     INFO("branch: " << b);
     CHECK(d.coverage[b] >= 3);
+  }
+  for (const char* b : {"scan walk", "scan_keys walk"}) {  // every full check: one or the other
+    INFO("branch: " << b);
+    CHECK(d.coverage[b] >= 1);
   }
   for (const char* b : more_branches) {
     INFO("branch: " << b);

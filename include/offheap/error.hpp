@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <type_traits>
 
 namespace offheap {
 
@@ -26,6 +28,7 @@ enum class Errc : std::uint8_t {
   invalid_argument,     ///< an Options value out of its documented range
   stale_view,           ///< a RecordView whose record changed or went away
   locked,               ///< a store directory another store object or process has open
+  closed,               ///< a write to a store after its close()
 };
 
 /// A short, stable name for an Errc ("key_too_large", ...).
@@ -42,8 +45,47 @@ constexpr std::string_view to_string(Errc e) noexcept {
     case Errc::invalid_argument: return "invalid_argument";
     case Errc::stale_view: return "stale_view";
     case Errc::locked: return "locked";
+    case Errc::closed: return "closed";
   }
   return "unknown";
+}
+
+/// The std::error_category of offheap::Errc: name() "offheap", message()
+/// the Errc's to_string() name, and equivalence to the generic std::errc
+/// a portable caller would test (out_of_space ~ not_enough_memory,
+/// io_error ~ io_error, invalid_argument ~ invalid_argument, read_only ~
+/// read_only_file_system, locked ~ resource_unavailable_try_again,
+/// key_too_large and value_too_large ~ value_too_large).
+class ErrorCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "offheap"; }
+  std::string message(int code) const override {
+    return std::string(to_string(static_cast<Errc>(code)));
+  }
+  std::error_condition default_error_condition(int code) const noexcept override {
+    switch (static_cast<Errc>(code)) {
+      case Errc::key_too_large:
+      case Errc::value_too_large: return std::errc::value_too_large;
+      case Errc::out_of_space: return std::errc::not_enough_memory;
+      case Errc::io_error: return std::errc::io_error;
+      case Errc::invalid_argument: return std::errc::invalid_argument;
+      case Errc::read_only: return std::errc::read_only_file_system;
+      case Errc::locked: return std::errc::resource_unavailable_try_again;
+      default: return {code, *this};
+    }
+  }
+};
+
+/// The one ErrorCategory object (error codes compare categories by address).
+inline const std::error_category& error_category() noexcept {
+  static const ErrorCategory category;
+  return category;
+}
+
+/// std::error_code{e} and `ec == Errc::...` work through this (found by
+/// argument-dependent lookup; Errc is registered as an error code enum).
+inline std::error_code make_error_code(Errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
 }
 
 /// The exception every store operation throws for a broken rule.
@@ -54,6 +96,8 @@ class Error : public std::runtime_error {
       : std::runtime_error("offheap: " + message), code_(code) {}
   /// Which rule was broken.
   Errc code() const noexcept { return code_; }
+  /// The same, as a std::error_code of error_category().
+  std::error_code error_code() const noexcept { return make_error_code(code_); }
 
  private:
   Errc code_;
@@ -67,3 +111,6 @@ class StaleView : public Error {
 };
 
 }  // namespace offheap
+
+template <>
+struct std::is_error_code_enum<offheap::Errc> : std::true_type {};

@@ -4,7 +4,9 @@
 // for everything.
 #pragma once
 
+#include <offheap/codec.hpp>
 #include <offheap/compute.hpp>
+#include <offheap/cursor.hpp>
 #include <offheap/error.hpp>
 #include <offheap/expiry.hpp>
 #include <offheap/options.hpp>

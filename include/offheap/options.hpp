@@ -61,6 +61,9 @@ struct Options {
   bool read_only = false;
 
   /// File-backed stores: when records are forced to disk (see Durability).
+  /// An anonymous store refuses periodic and every_write
+  /// (Errc::invalid_argument): nothing of it reaches a disk; none and
+  /// on_close make no difference to it.
   Durability durability = Durability::on_close;
 
   /// Durability::periodic: the interval between the maintenance thread's
@@ -77,6 +80,8 @@ struct Options {
   /// File-backed stores: check each record's CRC32C on every read, so that
   /// a record damaged on disk is reported (Errc::corrupt_file) instead of
   /// returned. Costs about one pass over the key and value per read.
+  /// Anonymous stores compute and check no checksums (their memory is
+  /// never read back from a disk) and accept either value, with no effect.
   bool verify_checksums = true;
 
   /// Count hits and misses for stats() (as Caffeine's recordStats()): each

@@ -24,17 +24,21 @@
 // (Shard::recover). Options::durability says when records reach the disk.
 //
 // Thread safety: every member may be called from any number of threads at
-// once. Readers (get, read, view, contains, get_value, size, for_each) take
-// no lock and write nothing (unless Options::record_stats, which counts on a
-// line of the reader's thread): they validate what they read with record
-// stamps and the index generation (detail/shard.hpp, detail/index.hpp);
-// for_each alone announces itself (a store-wide count, once per walk). Writers serialize per shard on the Policy's lock; writers to
-// different shards never wait for each other. With NullLock the program must
+// once. Readers (get, read, view, contains, get_value, get_as, size,
+// for_each, scan) take no lock and write nothing (unless
+// Options::record_stats, which counts on a line of the reader's thread):
+// they validate what they read with record stamps and the index generation
+// (detail/shard.hpp, detail/index.hpp); walks alone announce themselves (a
+// store-wide count, once per for_each or scan step). Writers serialize per
+// shard on the Policy's lock; writers to different shards never wait for
+// each other. With NullLock the program must
 // keep writers of a store to one thread at a time.
 #pragma once
 
 #include <offheap/detail/thread_slots.hpp>
+#include <offheap/codec.hpp>
 #include <offheap/compute.hpp>
+#include <offheap/cursor.hpp>
 #include <offheap/detail/checked_options.hpp>
 #include <offheap/detail/hash.hpp>
 #include <offheap/detail/maintenance.hpp>
@@ -71,6 +75,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -84,7 +89,11 @@ class OffHeapStore {
   using PolicyType = P;
   using View = RecordView<P>;
 
-  /// Limits.
+  /// Limits. One rule for keys over kMaxKeyBytes: no record can have one,
+  /// so the calls that only look (get, contains, read, view, get_value,
+  /// get_as, get_all) answer absent, counting a miss, and every call that
+  /// may write (put and its forms, remove, compute and its kin, put_as, the
+  /// batches) throws Error(key_too_large) before it changes anything.
   static constexpr std::size_t kMaxKeyBytes = detail::record::kMaxKeyBytes;
   static constexpr std::uint64_t kMaxValueBytes = detail::record::kMaxValueBytes;
 
@@ -131,30 +140,33 @@ class OffHeapStore {
   /// using the store.
   ~OffHeapStore() {
     try {
-      if (files_) {
-        close();
-      } else {
-        // An anonymous store's removals still waiting are reported now.
-        stop_maintenance();
-        report_all();
-      }
+      close();
     } catch (...) {
     }
   }
 
-  /// Effects (file-backed stores): stops the maintenance thread and, unless
-  /// read-only or Durability::none, writes every record to disk, saves each
-  /// shard's index and free lists, and marks the store clean, so that the
+  /// Effects, for every store: stops the maintenance thread, reports the
+  /// removals still waiting to Options::on_removal, and refuses every later
+  /// write (put, remove, clear, compute, ...) with Errc::closed; reads go on
+  /// working, on the records as they were, until the object goes (nothing
+  /// expires or is evicted any more). File-backed stores, unless read-only
+  /// or Durability::none, then write every record to disk, save each
+  /// shard's index and free lists, and mark the store clean, so that the
   /// next open maps them instead of scanning. A store that met damage its
   /// open did not already step over (a record failing its checksum, a
   /// damaged free list) is written to disk but not marked clean: its next
-  /// open rebuilds it from the records. Later writes are refused
-  /// (Errc::read_only); reads go on working until the object goes. Does
-  /// nothing for anonymous stores, or the second time.
-  /// Throws: Error(io_error), Error(out_of_space); the store is then left
-  /// unclean and the next open rebuilds it, losing nothing.
+  /// open rebuilds it from the records. The second call does nothing.
+  /// Throws: Error(io_error), Error(out_of_space) (file-backed stores); the
+  /// store is then left unclean and the next open rebuilds it, losing
+  /// nothing.
   /// Requires: no other thread is writing to the store.
   void close();
+
+  /// Returns: whether close() has been called (writes get Errc::closed).
+  bool closed() const noexcept {
+    return files_ ? files_->closed.load(std::memory_order_relaxed)
+                  : closed_.load(std::memory_order_relaxed);
+  }
 
   /// Effects (file-backed stores): a durability point: every record written
   /// before the call is on disk when it returns (msync of the chunks written
@@ -173,6 +185,22 @@ class OffHeapStore {
  public:
   OffHeapStore(const OffHeapStore&) = delete;
   OffHeapStore& operator=(const OffHeapStore&) = delete;
+
+  /// Returns: a store opened as OffHeapStore(options) does, on the heap:
+  /// the unique_ptr moves, returns from functions and keeps in an
+  /// optional or a container. (The store itself does not move: its readers,
+  /// views and maintenance thread hold its address.) Throws: as the
+  /// constructor.
+  static std::unique_ptr<OffHeapStore> open(Options options) {
+    return std::make_unique<OffHeapStore>(std::move(options));
+  }
+  /// Effects: as open(options), for code that does not throw: on failure
+  /// returns nullptr, sets ec (an offheap::Errc, compared as `ec ==
+  /// offheap::Errc::locked`; std::errc::not_enough_memory if the heap
+  /// refused) and, if `message` is given, *message to the error's text.
+  /// Clears ec on success (detail/store_nothrow.hpp).
+  static std::unique_ptr<OffHeapStore> open(Options options, std::error_code& ec,
+                                            std::string* message = nullptr) noexcept;
 
   // ---- writes ---------------------------------------------------------------
 
@@ -370,7 +398,7 @@ class OffHeapStore {
   /// see some shards cleared and others not); memory stays mapped for reuse
   /// but its pages go back to the OS (file-backed: the files keep their
   /// size, and their space is reused).
-  /// Throws: Error(read_only) for a read-only or closed store.
+  /// Throws: Error(read_only) for a read-only store, Error(closed) after close().
   void clear() {
     if (detail::t_in_removal_listener == this) [[unlikely]] throw_in_listener("clear()");
     check_writable();
@@ -387,6 +415,27 @@ class OffHeapStore {
   /// maintenance, calls the listener for every removal waiting.
   /// Throws: as sync().
   void maintain();
+
+  // ---- the same writes for code that does not throw -------------------------
+  // Each does what its throwing form does; where that throws, it changes
+  // nothing, sets ec (ec == offheap::Errc::..., or std::errc::
+  // not_enough_memory if the heap refused) and returns false,
+  // Computed::unchanged or nothing. Clears ec on success. Defined in
+  // detail/store_nothrow.hpp.
+
+  Computed put(std::string_view key, std::string_view value, std::error_code& ec, Ttl ttl = {}) noexcept;
+  bool put_if_absent(std::string_view key, std::string_view value, std::error_code& ec, Ttl ttl = {}) noexcept;
+  bool replace(std::string_view key, std::string_view value, std::error_code& ec, Ttl ttl = {}) noexcept;
+  bool replace(std::string_view key, std::string_view expected, std::string_view desired,
+               std::error_code& ec, Ttl ttl = {}) noexcept;
+  bool remove(std::string_view key, std::error_code& ec) noexcept;
+  bool remove(std::string_view key, std::string_view expected, std::error_code& ec) noexcept;
+  template <class T>
+    requires PaddingFreeValue<T>
+  Computed put_value(std::string_view key, const T& value, std::error_code& ec, Ttl ttl = {}) noexcept;
+  void clear(std::error_code& ec) noexcept;
+  void sync(std::error_code& ec) noexcept;
+  void close(std::error_code& ec) noexcept;
 
   // ---- reads ------------------------------------------------------------------
 
@@ -432,71 +481,33 @@ class OffHeapStore {
   /// races to writers runs fn under the shard's writer lock).
   /// The string_view is valid only during the call.
   template <class F>
-  auto read(std::string_view key, F&& fn) const {
-    using R = std::invoke_result_t<F&, std::string_view>;
-    if constexpr (std::is_void_v<R>) {
-      return find(key, true, [&](detail::Location, const std::byte* rec, const detail::record::Meta& m,
-                                 std::uint64_t stamp) {
-        call_in_place(fn, rec, m);
-        return detail::record::validate(rec, stamp);
-      });
-    } else {
-      std::optional<R> out;
-      find(key, true, [&](detail::Location, const std::byte* rec, const detail::record::Meta& m,
-                          std::uint64_t stamp) {
-        R r = call_in_place(fn, rec, m);
-        if (!detail::record::validate(rec, stamp)) return false;
-        out.emplace(std::move(r));
-        return true;
-      });
-      return out;
-    }
-  }
+  auto read(std::string_view key, F&& fn) const;
 
   /// Returns: a RecordView of key's current record, or an empty view if the
   /// key is absent (view.hpp). Allocates only for keys over 64 bytes.
-  View view(std::string_view key) const {
-    View v;
-    const bool found = find(key, true,
-                            [&](detail::Location loc, const std::byte*,
-                                const detail::record::Meta& m, std::uint64_t stamp) {
-                              v = View(this, loc, stamp, key, m.value_len, m.type);
-                              return true;
-                            });
-    // (on_hit may have run for a read that the lookup then threw away.)
-    return found ? v : View();
-  }
+  View view(std::string_view key) const;
 
   /// Returns: key's value as T, or nullopt if key is absent.
   /// Throws: Error(type_mismatch) if the record's type tag or size is not T's.
   template <class T>
-  std::optional<T> get_value(std::string_view key) const {
-    constexpr std::uint8_t tag = detail::value_type_tag<T>();
-    // Whole words of room: copy_out stores 8 bytes at a time.
-    std::array<char, (sizeof(T) + 7) / 8 * 8> bytes{};
-    std::uint8_t found_tag = 0;
-    std::uint32_t found_len = 0;
-    const bool hit = find(key, true, [&](detail::Location, const std::byte* rec,
-                                         const detail::record::Meta& m, std::uint64_t stamp) {
-      found_tag = m.type;
-      found_len = m.value_len;
-      if (m.type == tag && m.value_len == sizeof(T)) {
-        detail::record::copy_out(bytes.data(), rec, m.key_len, sizeof(T));
-      }
-      return detail::record::validate(rec, stamp);
-    });
-    if (!hit) return std::nullopt;
-    if (found_tag != tag || found_len != sizeof(T)) {
-      throw Error(Errc::type_mismatch,
-                  name() + ": get_value on a key of " + std::to_string(key.size()) +
-                      " bytes asked for type tag " + std::to_string(tag) + " of " +
-                      std::to_string(sizeof(T)) + " bytes; the record holds type tag " +
-                      std::to_string(found_tag) + " of " + std::to_string(found_len) + " bytes");
-    }
-    std::array<char, sizeof(T)> exact;
-    std::memcpy(exact.data(), bytes.data(), sizeof(T));
-    return std::bit_cast<T>(exact);
-  }
+  std::optional<T> get_value(std::string_view key) const;
+
+  /// Effects: stores `value` as its codec writes it (codec.hpp), straight
+  /// into the record, after 2 bytes of the codec's layout version, with the
+  /// codec's type tag; for a type without a codec that put_value takes, is
+  /// put_value. Returns and throws as put(), and what the codec throws
+  /// (the store is then unchanged).
+  template <StorableAs T>
+  Computed put_as(std::string_view key, const T& value, Ttl ttl = {});
+
+  /// Returns: key's value decoded as T (codec.hpp), or nullopt if key is
+  /// absent; for a type without a codec, get_value<T>. The value is copied
+  /// and checked whole before decode() sees it.
+  /// Throws: Error(type_mismatch) if the record was not written by T's
+  /// codec (another type tag) or by another layout version of it; what
+  /// decode() throws.
+  template <StorableAs T>
+  std::optional<T> get_as(std::string_view key) const;
 
   /// Returns: the number of live records. Thread safety: lock-free.
   std::uint64_t size() const noexcept {
@@ -511,18 +522,49 @@ class OffHeapStore {
   /// their stamps (so fn always sees whole values). fn may read and write
   /// the store; records written meanwhile may or may not be visited. The walk
   /// keeps index tables replaced meanwhile as they are (address space, not
-  /// memory given back) until it ends.
+  /// memory given back) until it ends. fn may also take a third argument,
+  /// the record's type tag (std::uint8_t; 0: bytes).
   /// The string_views are valid only during each call.
   template <class F>
-  void for_each(F&& fn) const {
-    std::string k, v;
-    struct Leave {
-      detail::WalkGate& gate;
-      unsigned ticket;
-      ~Leave() { gate.leave(ticket); }
-    } leave{walks_, walks_.enter()};
-    for (const Shard& s : shards_) s.for_each(fn, k, v);
-  }
+  void for_each(F&& fn) const;
+
+  /// Effects: as for_each, with fn(std::string_view key) or fn(key,
+  /// std::uint8_t type): no value is copied (a file-backed store with
+  /// Options::verify_checksums still reads each value once, to check it).
+  template <class F>
+  void for_each_key(F&& fn) const;
+
+  /// A resumable walk, in steps (detail/store_scan.hpp). Effects: from where
+  /// `cursor` stands (Cursor{}: the start), calls fn(std::string_view key,
+  /// std::string_view value, std::uint8_t type) (or fn(key, value)) on a
+  /// validated copy of each record, until it has called it max_records
+  /// times, fn returns false (a fn returning bool; the record it returned
+  /// false for counts as visited), or the walk ends (cursor.done()); leaves
+  /// `cursor` where it stopped. Never blocks writers; holds nothing between
+  /// calls.
+  /// What a walk promises (it is weakly consistent): every key present and
+  /// left alone (not written or removed) from the walk's first call to its
+  /// last is handed to fn at least once; exactly once, unless a shard's
+  /// index table was replaced between two calls (growth, a rebuild that
+  /// drops tombstones, clear()) or the cursor passed to another store
+  /// object (a reopen of the same files): the walk then takes that shard
+  /// again from its start, so its keys may come twice (cursor.restarts()
+  /// counts these), never missed. Keys written or removed during the walk
+  /// may come or not, with whatever value they had when the walk got there;
+  /// a value written is never seen torn. A shard whose table keeps being
+  /// replaced faster than a step walks it is retaken each time: steps of
+  /// more records finish sooner.
+  /// Returns: how many records fn was called for.
+  /// Throws: Error(invalid_argument) for a cursor from a store with fewer
+  /// shards; what fn throws (the record it threw for counts as visited).
+  /// The string_views are valid only during each call.
+  template <class F>
+  std::size_t scan(Cursor& cursor, std::size_t max_records, F&& fn) const;
+
+  /// Effects: as scan, keys only: fn(std::string_view key, std::uint8_t
+  /// type) or fn(key), no value copied (as for_each_key).
+  template <class F>
+  std::size_t scan_keys(Cursor& cursor, std::size_t max_records, F&& fn) const;
 
   /// Returns: counters, contents, memory and index figures (stats.hpp).
   Stats stats() const;
@@ -551,79 +593,38 @@ class OffHeapStore {
   using Shard = detail::Shard<P>;
   friend class RecordView<P>;
 
+  // detail/store_scan.hpp
+  template <class F>
+  void walk_all(bool values, F& call) const;
+  template <class F>
+  std::size_t walk_steps(Cursor& cursor, std::size_t max_records, bool values, F& call) const;
+
   static std::unique_ptr<detail::StoreFiles> open_files(Options& o) {
     if (o.path.empty()) return nullptr;
     return detail::open_store_files(o, P::id, detail::default_shards());
   }
 
 
-  void check_key(std::string_view key) const {
-    if (key.size() > kMaxKeyBytes) [[unlikely]] throw_too_large(key, 0);
-  }
-
-  void check(std::string_view key, std::size_t value_size) const {
-    const std::uint64_t record =
-        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value_size);
-    if (key.size() > kMaxKeyBytes || value_size > kMaxValueBytes ||
-        record > options_.max_chunk_bytes) [[unlikely]] {
-      throw_too_large(key, value_size);
-    }
-  }
-
+  // Checks every call makes, and what they throw (detail/store_checks.hpp).
+  void check_key(std::string_view key) const;
+  /// key and value sizes, and the record they make against max_chunk_bytes.
+  void check(std::string_view key, std::size_t value_size) const;
   /// A record with a deadline holds 8 bytes more than check() sized.
-  void check_deadline_word(std::string_view key, std::size_t value_size, std::uint64_t deadline) const {
-    if (deadline != 0 &&
-        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value_size, true) >
-            options_.max_chunk_bytes) [[unlikely]] {
-      throw_too_large(key, value_size, true);
-    }
-  }
-
+  void check_deadline_word(std::string_view key, std::size_t value_size, std::uint64_t deadline) const;
   [[noreturn, gnu::cold, gnu::noinline]] void throw_too_large(std::string_view key, std::size_t value_size,
-                                                               bool deadline = false) const {
-    if (key.size() > kMaxKeyBytes) {
-      throw Error(Errc::key_too_large, name() + ": a key of " + std::to_string(key.size()) +
-                                           " bytes exceeds the limit of 65535 bytes");
-    }
-    if (value_size > kMaxValueBytes) {
-      throw Error(Errc::value_too_large, name() + ": a value of " + std::to_string(value_size) +
-                                             " bytes exceeds the limit of 4294967295 bytes");
-    }
-    const std::uint64_t bytes =
-        detail::record::kHeaderBytes + detail::record::payload_for(key.size(), value_size, deadline);
-    throw Error(Errc::value_too_large,
-                name() + ": a value of " + std::to_string(value_size) + " bytes with a key of " +
-                    std::to_string(key.size()) + " bytes" + (deadline ? " and a deadline" : "") +
-                    " needs a record of " +
-                    std::to_string(bytes) + " bytes; the largest chunk holds " +
-                    std::to_string(options_.max_chunk_bytes) + " (Options::max_chunk_bytes)");
-  }
-
-  /// Writes are refused by read-only, closed and failed file-backed stores.
-  void check_writable() const {
-    if (detail::t_in_compute == this) [[unlikely]] throw_in_compute("a write");
-    if (files_) [[unlikely]] check_files_writable();
-    if (maintenance_ && maintenance_->failed()) [[unlikely]] throw_maintenance_failed();
-  }
-  [[noreturn, gnu::cold]] void throw_maintenance_failed() const {
-    throw Error(Errc::io_error, name() + ": the maintenance thread failed (" +
-                                    maintenance_->failure() +
-                                    "); the store refuses writes from now on (reopen it)");
-  }
-  [[gnu::cold]] void check_files_writable() const {
-    if (files_->read_only) {
-      throw Error(Errc::read_only, name() + ": opened read-only (Options::read_only)");
-    }
-    if (files_->closed.load(std::memory_order_relaxed)) {
-      throw Error(Errc::read_only, name() + ": the store has been closed");
-    }
-    if (const int err = files_->sync_error.load(std::memory_order_relaxed)) throw_sync_failed(err);
-  }
-  [[noreturn, gnu::cold]] void throw_sync_failed(int err) const {
-    throw Error(detail::errc_of(err),
-                name() + ": writing records to disk failed (" + detail::errno_text(err) +
-                    "); the store refuses writes from now on: what reached the disk is only "
-                    "known after a reopen");
+                                                               bool deadline = false) const;
+  /// Writes are refused inside compute(), and by read-only, closed and
+  /// failed stores.
+  void check_writable() const;
+  [[noreturn, gnu::cold]] void throw_maintenance_failed() const;
+  [[gnu::cold]] void check_files_writable() const;
+  [[noreturn, gnu::cold]] void throw_closed() const;
+  [[noreturn, gnu::cold]] void throw_sync_failed(int err) const;
+  [[noreturn, gnu::cold]] void throw_in_compute(const char* what) const;
+  [[noreturn, gnu::cold]] void throw_in_listener(const char* what) const;
+  /// Nothing may change the records any more: closed, or opened read-only.
+  bool writes_stopped() const noexcept {
+    return closed() || (files_ && files_->read_only);
   }
 
   /// Maps every shard's chunks, then loads each shard's state (clean close)
@@ -675,11 +676,6 @@ class OffHeapStore {
       }
     }
   }
-  [[noreturn, gnu::cold]] void throw_in_compute(const char* what) const {
-    throw Error(Errc::invalid_argument,
-                name() + ": " + what + " called from inside a compute() or fill function of the same store, "
-                                       "which runs under its shard's writer lock");
-  }
   /// compute() and its kin: the key's shard applies decide()'s decision
   /// (store_compute.hpp).
   template <class Decide>
@@ -700,25 +696,13 @@ class OffHeapStore {
   template <class KeyOf, class Run>
   void by_shard_slices(std::size_t count, KeyOf&& key_of, Run&& run);
   template <class Fill>
-  Computed write_filled(std::string_view key, std::size_t size, Fill& fill, Ttl ttl, typename Shard::Mode mode);
-  [[noreturn, gnu::cold]] void throw_in_listener(const char* what) const {
-    throw Error(Errc::invalid_argument,
-                name() + ": " + what + " called from inside the removal listener (Options::on_removal), "
-                                       "which it would wait for");
-  }
+  Computed write_filled(std::string_view key, std::size_t size, Fill& fill, Ttl ttl, typename Shard::Mode mode,
+                        std::uint8_t type = type_tag::bytes);
 
   /// Every write but compute's: `value`, or (with `fill`) fill->size bytes
   /// that fill writes in place.
   Computed write(std::string_view key, std::string_view value, std::uint8_t type, typename Shard::Mode mode,
-                 std::string_view expected = {}, Ttl ttl = {}, const detail::ValueFill* fill = nullptr) {
-    const std::uint64_t h = hash_(key);
-    const std::uint64_t deadline = deadline_for(ttl);
-    check_deadline_word(key, fill != nullptr ? fill->size : value.size(), deadline);
-    Shard& s = shards_.for_hash(h);
-    const Computed wrote = at_limit(s, [&] { return s.write(key, h, value, type, mode, expected, deadline, fill); });
-    nudge(s);
-    return wrote;
-  }
+                 std::string_view expected = {}, Ttl ttl = {}, const detail::ValueFill* fill = nullptr);
 
   /// Runs op() (a write or a removal on `s`). When Options::memory_limit_bytes
   /// refused it a mapping that removals waiting for the listener or a sync
@@ -730,21 +714,7 @@ class OffHeapStore {
   /// once more (the maintenance thread may have freed them first), then
   /// the refusal stands.
   template <class Op>
-  auto at_limit(Shard& s, Op&& op) {
-    bool idle_round = false;
-    for (int round = 0;; ++round) {
-      try {
-        return op();
-      } catch (const detail::LimitReached& e) {
-        if (!e.evicting_helps || round == 16 || !removals_wait()) throw;
-        if (free_waiting_removals(s) == 0) {
-          if (idle_round) throw;
-          idle_round = true;
-        }
-        check_writable();  // a sync that failed refuses the write (io_error)
-      }
-    }
-  }
+  auto at_limit(Shard& s, Op&& op);
   /// For a write the memory limit refused: frees the shard's removals
   /// that wait for the listener or a sync; how many (store_lifecycle.hpp).
   std::uint64_t free_waiting_removals(Shard& s);
@@ -819,33 +789,23 @@ class OffHeapStore {
   /// one at `loc` stamped `stamp`; says what became of that record.
   template <class F>
   ViewStatus visit_version(std::string_view key, detail::Location loc, std::uint64_t stamp,
-                           F&& fn) const {
-    ViewStatus status = ViewStatus::removed;
-    // The callback below may run more than once; only the run that ends the
-    // lookup counts, and none does if the key went away meanwhile.
-    const bool found = find(key, false, [&](detail::Location l, const std::byte* rec,
-                                            const detail::record::Meta& m, std::uint64_t s) {
-      if (l != loc || s != stamp) {
-        status = ViewStatus::updated;
-        return true;
-      }
-      status = ViewStatus::live;
-      call_in_place(fn, rec, m);
-      return detail::record::validate(rec, s);
-    });
-    return found ? status : ViewStatus::removed;
-  }
+                           F&& fn) const;
 
   Options options_;
   // The name and memory budget every part maps through (memory_budget.hpp).
   detail::StoreName store_name_;
   std::unique_ptr<detail::StoreFiles> files_;  // null: anonymous memory
   typename P::Hash hash_;
-  mutable detail::WalkGate walks_;  // for_each walks in progress
+  mutable detail::WalkGate walks_;  // for_each walks and scan steps in progress
+  // Tells this store object's cursors from another's (scan).
+  const std::uint64_t instance_ = detail::random_u64() | 1;
   detail::ReadCounters counters_;
   using Shards = detail::ShardSet<Shard>;
   Shards shards_;
   std::mutex close_mutex_;  // held by close() through its syncs (see sync())
+  // An anonymous store's close() (file-backed stores: files_->closed).
+  // Relaxed: close() requires that no other thread is writing.
+  std::atomic<bool> closed_{false};
   std::atomic<std::int64_t> last_sync_{0};  // steady clock, ns; sync() may run on two threads
   // The maintenance thread's planned wake-up (ms, the store's clock): a
   // write with an earlier deadline wakes it (see write()).
@@ -875,3 +835,8 @@ using TinyLfuCache = OffHeapStore<TinyLfuCachePolicy>;
 #include <offheap/detail/store_lifecycle.hpp>
 #include <offheap/detail/store_compute.hpp>
 #include <offheap/detail/store_batch.hpp>
+#include <offheap/detail/store_checks.hpp>
+#include <offheap/detail/store_reads.hpp>
+#include <offheap/detail/store_nothrow.hpp>
+#include <offheap/detail/store_scan.hpp>
+#include <offheap/detail/store_codec.hpp>

@@ -5,7 +5,9 @@
 // looks the key up, and runs fn on the value's bytes where they lie in the
 // store's memory only if the key still leads to that record with that stamp,
 // checking the stamp again afterwards: if the record was rewritten, removed
-// or its slot reused, read throws StaleView instead of returning. (Checking
+// or its slot reused, read throws StaleView instead of returning, and
+// try_read returns an empty result (a status, for code that does not throw
+// on ordinary races). (Checking
 // through the index, not the remembered location alone, is what makes a view
 // safe after its slot was merged into a neighbour or the store cleared: the
 // bytes at an old location may then be any newer record's.) status() tells
@@ -101,6 +103,30 @@ class RecordView {
       const auto keep = [&](std::string_view bytes) { result.emplace(fn(bytes)); };
       if (of_.store->visit_version(key(), of_.loc, of_.stamp, keep) != ViewStatus::live) throw_stale();
       return std::move(*result);
+    }
+  }
+
+  /// Effects: as read(fn), without throwing on a stale view: the ordinary
+  /// race (a writer replaced or removed the record) is a status here, not
+  /// an exception.
+  /// Returns: if fn returns void, whether the view was live (fn's call was
+  /// on the record's bytes; if false, discard what fn produced); else
+  /// std::optional<R> holding what fn returned, or nullopt if the view is
+  /// empty or stale (then fn's result, if it ran, is dropped).
+  /// Throws: only what fn throws (and Error(corrupt_file) for a record
+  /// damaged on disk, as every read).
+  template <class F>
+  auto try_read(F&& fn) const {
+    using R = std::invoke_result_t<F, std::string_view>;
+    if constexpr (std::is_void_v<R>) {
+      if (of_.store == nullptr) return false;
+      return of_.store->visit_version(key(), of_.loc, of_.stamp, fn) == ViewStatus::live;
+    } else {
+      std::optional<R> result;
+      if (of_.store == nullptr) return result;
+      const auto keep = [&](std::string_view bytes) { result.emplace(fn(bytes)); };
+      if (of_.store->visit_version(key(), of_.loc, of_.stamp, keep) != ViewStatus::live) result.reset();
+      return result;
     }
   }
 

@@ -258,6 +258,31 @@ void check_hot_path(offheap::Options o, bool sync) {
         }) == 0);
   CHECK(store.get(present[7], out));
   CHECK(out == value64);
+  // Codecs (a short std::string decodes into its own buffer), the
+  // non-throwing writes and view reads, a step of a keys-only walk.
+  const std::string short_text = "short";
+  std::size_t decoded = 0, walked = 0, fresh_views = 0;
+  std::error_code ec;
+  offheap::Cursor cursor;
+  store.scan(cursor, 1000, [&](std::string_view, std::string_view) {});  // the thread's walk buffers
+  CHECK(allocations_of([&] {
+          for (std::size_t i = 0; i < kPresent; ++i) {
+            store.put_as("codec", short_text);
+            decoded += store.get_as<std::string>("codec")->size();
+            store.put(present[i], value64, ec);
+            fresh_views += store.view(present[i]).try_read([](std::string_view v) { return v.size(); }).value_or(0);
+            if (i % 64 == 0 && !cursor.done()) {  // steps of a walk through the store
+              walked += store.scan(cursor, 16, [&](std::string_view, std::string_view v, std::uint8_t) {
+                return v.size() < 4096;  // (never false here: every value is smaller)
+              });
+              walked += store.scan_keys(cursor, 16, [&](std::string_view k) { return !k.empty(); });
+            }
+          }
+        }) == 0);
+  CHECK(walked > 0);
+  CHECK(decoded == kPresent * short_text.size());
+  CHECK(fresh_views == kPresent * 64);
+  CHECK(!ec);
   if (sync) {
     CHECK(allocations_of([&] {
             for (std::size_t i = 0; i < kPresent; ++i) store.put(present[i], value200);

@@ -59,6 +59,16 @@ Options checked_options(Options o) {
     throw Error(Errc::invalid_argument,
                 o.name + ": Options::read_only needs a file-backed store (Options::path)");
   }
+  if (o.path.empty() &&
+      (o.durability == Durability::periodic || o.durability == Durability::every_write)) {
+    // Nothing of an anonymous store reaches a disk: a promise of records
+    // on disk while it runs would not be kept. (none and on_close promise
+    // nothing an anonymous store breaks: it keeps nothing past its life.)
+    throw Error(Errc::invalid_argument,
+                o.name + ": Options::durability " + std::string(to_string(o.durability)) +
+                    " needs a file-backed store (Options::path); an anonymous store keeps "
+                    "nothing on disk (use none or on_close)");
+  }
   if (o.sync_interval < std::chrono::milliseconds(1) || o.sync_interval > std::chrono::hours(1)) {
     throw Error(Errc::invalid_argument, o.name + ": Options::sync_interval must be 1 ms - 1 h");
   }

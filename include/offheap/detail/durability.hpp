@@ -18,6 +18,14 @@
 
 namespace offheap::detail {
 
+/// Writes the chunks written since the last sync (`all`: every chunk) to
+/// their files and waits. Returns 0, or the errno of the first failure,
+/// which is also noted store-wide. Takes the writer lock only to collect
+/// them. Then frees the old records of updates made before the call
+/// (periodic), whose successors are now durable.
+/// Syncs of a shard run one at a time (sync_mutex_): a sync that found
+/// the dirty range taken by another one still in its msync would return
+/// (and free records) before that data is on disk.
 template <class P>
 int Shard<P>::sync(bool all) {
   const std::lock_guard<std::mutex> one_at_a_time(sync_mutex_);

@@ -25,6 +25,19 @@
 
 namespace offheap::detail {
 
+/// Rebuilds the index, the free lists, the counters and the tail from the
+/// records in the chunks (attached): the open after a crash, or whenever
+/// the state files cannot be used. Only bytes below each chunk's end word
+/// are records (the whole chunk if the word is damaged); a live header is
+/// taken only whole, inside the chunk, with its checksum; anything else
+/// is free space, stepped over 8 bytes at a time until a record starts
+/// again. Of the live records and dead markers of one key the highest
+/// stamp wins (a dead marker: the key is absent). Writable: rewrites the
+/// free space as free records (stamp 2: recovery runs before any reader),
+/// the prev-free bits, the end words, then frees the losers and the
+/// winning dead markers (periodic: defers them, as a running store does);
+/// read-only: builds the index and counters and writes nothing.
+/// Requires: no other thread in the shard.
 template <class P>
 typename Shard<P>::Recovery Shard<P>::recover(bool writable) {
   Recovery r;

@@ -27,11 +27,13 @@
 // read, so a key under continuous rewrite is still read in bounded time (not
 // with NullLock, where it keeps yielding).
 //
-// This header keeps the read and write paths; the shard's other concerns
-// are defined out of the class in headers of their own, included at the end:
-// space.hpp (allocation, freeing, merging), index_growth.hpp, walk.hpp
-// (for_each), durability.hpp (syncs, deferred frees), integrity.hpp (damage
-// met in files), recovery.hpp, state_file.hpp, verify.hpp.
+// This header declares the shard; its members are defined out of the class
+// in headers of their own, included at the end: shard_probe.hpp (reads:
+// lookup, probe), shard_writes.hpp (writes, removals), space.hpp
+// (allocation, freeing, merging), index_growth.hpp, walk.hpp (for_each,
+// scan), durability.hpp (syncs, deferred frees), integrity.hpp (damage met
+// in files), recovery.hpp, state_file.hpp, verify.hpp, and the concerns
+// that arrived later (expiry, caches, compaction, pages back to the OS).
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
@@ -71,6 +73,15 @@
 #include <vector>
 
 namespace offheap::detail {
+
+/// What a walk (for_each, scan) copied of one record (walk.hpp): its key,
+/// its value unless `values` is false, and its type tag.
+struct WalkCopy {
+  std::string key;
+  std::string value;
+  std::uint8_t type = 0;
+  bool values = true;  // false: keys only (the value is read only to check a checksum)
+};
 
 struct ShardConfig {
   JournalConfig journal;
@@ -166,115 +177,19 @@ class alignas(64) Shard {
   /// further (a file-backed store that checks checksums), the lookup goes
   /// the whole way instead, from the start.
   template <class OnHit>
-  [[gnu::always_inline]] bool lookup(std::string_view key, std::uint64_t h, OnHit&& on_hit) const {
-    if (!verify_) [[likely]] {
-      const std::uint64_t generation = index_.acquire_generation();
-      const std::uint64_t serial = index_.acquire_serial();  // after the generation
-      const TableView t = index_.acquire_view();              // after the serial
-      const std::uint8_t tag = ctrl::tag_of(h);
-      ProbeSeq seq(h, t.mask);
-      do {
-        const std::uint64_t* line = t.ctrl_word(seq.group());
-        // Pairs with the release store in Index::set_ctrl.
-        const std::uint64_t w = load_acquire(line);
-        for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
-          const std::uint64_t* slot = line + 1 + ctrl::first(m);
-          // Pairs with the release stores in Index::insert/update.
-          const std::uint64_t sw = load_acquire(slot);
-          const Location loc = slot_location(sw);
-#if defined(OFFHEAP_TESTING_READ_HOOK)
-          testing_reader_step();
-#endif
-          if (loc.is_none()) continue;  // removed: another key's slot now
-          std::uint64_t avail = 0;
-          const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
-          if (rec == nullptr) [[unlikely]] goto slow;
-          const std::uint64_t s1 = record::read_stamp(rec);
-          if (!record::stamp_is_stable(s1)) [[unlikely]] goto slow;
-          const record::Meta rm = record::read_meta(rec);
-          const bool mine = record::is_live_record_of(rec, rm, avail, key);
-          const std::uint64_t deadline = mine ? record::deadline_of(rec, rm, avail) : 0;
-          if (!record::validate(rec, s1)) [[unlikely]] goto slow;
-          if (!mine) {
-            // Another key's record, while the slot still leads here.
-            if (leads_to(load_relaxed(slot), loc)) [[likely]] continue;
-            goto slow;
-          }
-          // Expired is decided on the clock read here, before the record's
-          // stamp, the slot and the generation are checked again: the
-          // record was the key's current one when its deadline had passed
-          // (a refresh meanwhile rewrote it in place, or moved the slot:
-          // the read starts over).
-          const bool gone = deadline != 0 && expired(deadline);
-          if (!index_.unchanged_since(generation) || !leads_to(load_relaxed(slot), loc)) [[unlikely]] {
-            goto slow;
-          }
-          // The key's record, expired: a miss (no other record of the key
-          // is in the index).
-          if (gone) [[unlikely]] {
-            if (!record::validate(rec, s1) || !index_.unchanged_since(generation)) goto slow;
-            return false;
-          }
-#if defined(OFFHEAP_TESTING_READ_HOOK)
-          testing_reader_before_hit(rec);
-#endif
-          if (on_hit(loc, rec, rm, s1)) [[likely]] {
-            // As in examine(): a merge elsewhere in the shard moves the
-            // generation, which costs a check, not a second read.
-            if (index_.unchanged_since(generation) || still_current(serial, slot, loc, rec, s1)) [[likely]] {
-              if constexpr (Eviction::reader_hits == eviction::ReaderHits::frequency_bits) {
-                if (count_hits_) raise_frequency(slot, sw);
-              } else if constexpr (kBufferedHits) {
-                record_hit(loc, s1, h);
-              }
-              return true;
-            }
-          }
-          goto slow;
-        }
-        if (ctrl::match_empty(w)) {
-          // (The acquire load of the control word comes first.)
-          if (index_.unchanged_since(generation)) [[likely]] return false;
-          goto slow;
-        }
-      } while (seq.next());
-    }
-  slow:
-    return lookup_slow(key, h, on_hit);
-  }
-
+  [[gnu::always_inline]] bool lookup(std::string_view key, std::uint64_t h, OnHit&& on_hit) const;
+  /// The whole way (probe(), then, starved, under the writer lock).
   template <class OnHit>
-  [[gnu::noinline]] bool lookup_slow(std::string_view key, std::uint64_t h, OnHit& on_hit) const {
-    Backoff backoff;
-    const Probe p = probe(key, h, on_hit, backoff, kLocks, false);
-    if (p != Probe::starved) [[likely]] return p == Probe::hit;
-    // Writers kept changing the record under this reader: read it once with
-    // them held off. New writers step aside until the reader has the lock
-    // (an unfair lock would otherwise keep going to the busy writer); this is
-    // the only time writers wait for a reader.
-    starving_readers_.fetch_add(1, std::memory_order_relaxed);
-    std::unique_lock<Lock> guard(lock_);
-    starving_readers_.fetch_sub(1, std::memory_order_relaxed);
-    Backoff locked;
-    return probe(key, h, on_hit, locked, false, true) == Probe::hit;
-  }
+  [[gnu::noinline]] bool lookup_slow(std::string_view key, std::uint64_t h, OnHit& on_hit) const;
 
-  /// Calls fn(key, value) for every live record, on copies validated by
-  /// their stamps (kbuf and vbuf are reused). Writes made meanwhile, by fn or
-  /// others, may or may not be seen. Requires: the caller has entered the
-  /// store's WalkGate (the walk's table is kept as it is through growth).
+  /// walk.hpp: for_each calls fn(copy) for every live record, on copies
+  /// validated by their stamps; scan walks from a position and stops.
+  /// Require: the caller has entered the store's WalkGate.
   template <class F>
-  void for_each(F& fn, std::string& kbuf, std::string& vbuf) const {
-    const TableView t = index_.acquire_view();
-    for (std::uint64_t g = 0; g <= t.mask; ++g) {
-      const std::uint64_t w = load_acquire(t.ctrl_word(g));
-      for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
-        if (copy_record(t, t.ctrl_word(g) + 1 + ctrl::first(m), kbuf, vbuf)) {
-          fn(std::string_view(kbuf), std::string_view(vbuf));
-        }
-      }
-    }
-  }
+  void for_each(F& fn, WalkCopy& copy) const;
+  template <class F>
+  bool scan(std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& restarts,
+            std::uint64_t& budget, F& fn, WalkCopy& copy) const;
 
   // ---- writes (take the lock) -------------------------------------------------
 
@@ -476,14 +391,8 @@ class alignas(64) Shard {
 
   // ---- file-backed shards -----------------------------------------------------
 
-  /// Writes the chunks written since the last sync (`all`: every chunk) to
-  /// their files and waits. Returns 0, or the errno of the first failure,
-  /// which is also noted store-wide. Takes the writer lock only to collect
-  /// them. Then frees the old records of updates made before the call
-  /// (periodic), whose successors are now durable.
-  /// Syncs of a shard run one at a time (sync_mutex_): a sync that found
-  /// the dirty range taken by another one still in its msync would return
-  /// (and free records) before that data is on disk.
+  /// Writes the chunks written since the last sync (`all`: every one) to
+  /// their files and waits; 0 or an errno (durability.hpp).
   int sync(bool all);
   void settle(std::uint64_t begun, std::uint64_t freed_before) noexcept;  // durability.hpp
 
@@ -508,16 +417,8 @@ class alignas(64) Shard {
   /// for one (cache_shard.hpp).
   bool unsettled() const;
 
-  /// Writes this shard's state file for a clean close at `generation`:
-  /// counters, the free-list table and the index table. Durable once the
-  /// caller syncs the directory. Requires: no writer is active.
+  /// The state file of a clean close, written and adopted (state_file.hpp).
   void save_state(std::uint64_t generation);
-
-  /// A clean open: adopts the state file a clean close at `generation`
-  /// wrote, mapping its index table (copy on write) instead of scanning the
-  /// records. Returns false, with the shard unchanged and `why` set, if the
-  /// file is missing or anything in it fails a check (the caller then
-  /// rebuilds). Requires: chunks attached, no other thread in the shard.
   bool load_state(std::uint64_t generation, std::string& why);
 
   /// What recover() found.
@@ -528,26 +429,10 @@ class alignas(64) Shard {
                                    // beside its removal's dead marker), freed
   };
 
-  /// Rebuilds the index, the free lists, the counters and the tail from the
-  /// records in the chunks (attached): the open after a crash, or whenever
-  /// the state files cannot be used. Only bytes below each chunk's end word
-  /// are records (the whole chunk if the word is damaged); a live header is
-  /// taken only whole, inside the chunk, with its checksum; anything else
-  /// is free space, stepped over 8 bytes at a time until a record starts
-  /// again. Of the live records and dead markers of one key the highest
-  /// stamp wins (a dead marker: the key is absent). Writable: rewrites the
-  /// free space as free records (stamp 2: recovery runs before any reader),
-  /// the prev-free bits, the end words, then frees the losers and the
-  /// winning dead markers (periodic: defers them, as a running store does);
-  /// read-only: builds the index and counters and writes nothing.
-  /// Requires: no other thread in the shard.
+  /// Rebuilds the shard from the records in its chunks (recovery.hpp).
   Recovery recover(bool writable);
 
-  /// Walks every chunk record by record and checks the writer's invariants:
-  /// lengths stay inside chunks, prev-free bits and footers match the records
-  /// before them, free records add up to the free lists' totals, live records
-  /// to the index and the counters. Returns "" or the first violation.
-  /// O(journal); takes the lock.
+  /// The writer's invariants, checked record by record (verify.hpp).
   std::string verify() const;
 
  private:
@@ -664,11 +549,9 @@ class alignas(64) Shard {
     return index_.unchanged_since(g2);
   }
 
-  // walk.hpp: for_each's reads
-  bool copy_record(const TableView& t, const std::uint64_t* slot, std::string& kbuf,
-                   std::string& vbuf) const;
-
-  bool copy_from_frozen(const std::uint64_t* slot, std::string& kbuf, std::string& vbuf) const;
+  // walk.hpp: for_each's and scan's reads
+  bool copy_record(const TableView& t, const std::uint64_t* slot, WalkCopy& copy) const;
+  bool copy_from_frozen(const std::uint64_t* slot, WalkCopy& copy) const;
 
   [[gnu::always_inline]] Index::Found find_for_write(std::string_view key, std::uint64_t h) const {
     return index_.find(h, [&](Location loc) {
@@ -746,23 +629,9 @@ class alignas(64) Shard {
   void retract_over_free(Location loc, std::byte* rec) noexcept;
 
   /// Writes key -> value into a slot allocate() returned, with its checksum
-  /// in file-backed stores and its deadline (0: none).
+  /// in file-backed stores and its deadline (0: none). shard_writes.hpp.
   void write_record(const Slot& s, std::string_view key, std::string_view value, std::uint8_t type,
-                    record::State state = record::State::live, std::uint64_t deadline = 0) noexcept {
-    const std::uint64_t stamp = next_stamp();
-    std::uint64_t word2 = 0;
-    if (durable_) {
-      const std::uint64_t slack = (s.capacity - record::payload_for(key.size(), value.size())) / 8;
-      const record::Meta m{static_cast<std::uint32_t>(value.size()),
-                           static_cast<std::uint16_t>(key.size()),
-                           record::Meta::make_flags(state, slack, s.prev_free, 0), type};
-      word2 = record::checksum_of(crc_seed_, stamp, m.encode(), s.loc, key, value, deadline);
-      journal_.mark_dirty(s.loc.chunk());
-    }
-    record::write_live(s.rec, stamp, key, value, type, s.capacity, s.prev_free, 0, word2, state, deadline);
-    if (state == record::State::live) newest_live_ = stamp;
-    journal_.publish_tail();  // after the record: see Journal::publish_tail
-  }
+                    record::State state = record::State::live, std::uint64_t deadline = 0) noexcept;
   /// A record just written with `deadline` (not 0) at `loc`: the wheel
   /// learns it (room reserved), and the maintenance thread's next wake-up
   /// comes no later than it (expiry_shard.hpp).

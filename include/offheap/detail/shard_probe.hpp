@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// A reader's way through the index when the inline fast path
-// (Shard::lookup) stepped aside: probe() walks the key's probe sequence
-// under one generation and table serial; examine() reads one slot's record
+// A reader's way through the index: Shard::lookup's inline fast path (one
+// pass in which nothing moves) and, when it steps aside, lookup_slow():
+// probe() walks the key's probe sequence under one generation and table
+// serial; examine() reads one slot's record
 // between two equal stamps, backs off while a writer is inside it, and
 // turns every anomaly (a generation that moved, a slot that changed, a
 // record torn or damaged) into a restart or a miss, never a wrong value.
@@ -15,6 +16,104 @@
 #include <string_view>
 
 namespace offheap::detail {
+
+// Shard::lookup: the common case of a read, inline (see its declaration).
+template <class P>
+template <class OnHit>
+inline bool Shard<P>::lookup(std::string_view key, std::uint64_t h, OnHit&& on_hit) const {
+  if (!verify_) [[likely]] {
+    const std::uint64_t generation = index_.acquire_generation();
+    const std::uint64_t serial = index_.acquire_serial();  // after the generation
+    const TableView t = index_.acquire_view();              // after the serial
+    const std::uint8_t tag = ctrl::tag_of(h);
+    ProbeSeq seq(h, t.mask);
+    do {
+      const std::uint64_t* line = t.ctrl_word(seq.group());
+      // Pairs with the release store in Index::set_ctrl.
+      const std::uint64_t w = load_acquire(line);
+      for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
+        const std::uint64_t* slot = line + 1 + ctrl::first(m);
+        // Pairs with the release stores in Index::insert/update.
+        const std::uint64_t sw = load_acquire(slot);
+        const Location loc = slot_location(sw);
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+        testing_reader_step();
+#endif
+        if (loc.is_none()) continue;  // removed: another key's slot now
+        std::uint64_t avail = 0;
+        const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+        if (rec == nullptr) [[unlikely]] goto slow;
+        const std::uint64_t s1 = record::read_stamp(rec);
+        if (!record::stamp_is_stable(s1)) [[unlikely]] goto slow;
+        const record::Meta rm = record::read_meta(rec);
+        const bool mine = record::is_live_record_of(rec, rm, avail, key);
+        const std::uint64_t deadline = mine ? record::deadline_of(rec, rm, avail) : 0;
+        if (!record::validate(rec, s1)) [[unlikely]] goto slow;
+        if (!mine) {
+          // Another key's record, while the slot still leads here.
+          if (leads_to(load_relaxed(slot), loc)) [[likely]] continue;
+          goto slow;
+        }
+        // Expired is decided on the clock read here, before the record's
+        // stamp, the slot and the generation are checked again: the
+        // record was the key's current one when its deadline had passed
+        // (a refresh meanwhile rewrote it in place, or moved the slot:
+        // the read starts over).
+        const bool gone = deadline != 0 && expired(deadline);
+        if (!index_.unchanged_since(generation) || !leads_to(load_relaxed(slot), loc)) [[unlikely]] {
+          goto slow;
+        }
+        // The key's record, expired: a miss (no other record of the key
+        // is in the index).
+        if (gone) [[unlikely]] {
+          if (!record::validate(rec, s1) || !index_.unchanged_since(generation)) goto slow;
+          return false;
+        }
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+        testing_reader_before_hit(rec);
+#endif
+        if (on_hit(loc, rec, rm, s1)) [[likely]] {
+          // As in examine(): a merge elsewhere in the shard moves the
+          // generation, which costs a check, not a second read.
+          if (index_.unchanged_since(generation) || still_current(serial, slot, loc, rec, s1)) [[likely]] {
+            if constexpr (Eviction::reader_hits == eviction::ReaderHits::frequency_bits) {
+              if (count_hits_) raise_frequency(slot, sw);
+            } else if constexpr (kBufferedHits) {
+              record_hit(loc, s1, h);
+            }
+            return true;
+          }
+        }
+        goto slow;
+      }
+      if (ctrl::match_empty(w)) {
+        // (The acquire load of the control word comes first.)
+        if (index_.unchanged_since(generation)) [[likely]] return false;
+        goto slow;
+      }
+    } while (seq.next());
+  }
+slow:
+  return lookup_slow(key, h, on_hit);
+}
+
+template <class P>
+template <class OnHit>
+bool Shard<P>::lookup_slow(std::string_view key, std::uint64_t h, OnHit& on_hit) const {
+  Backoff backoff;
+  const Probe p = probe(key, h, on_hit, backoff, kLocks, false);
+  if (p != Probe::starved) [[likely]] return p == Probe::hit;
+  // Writers kept changing the record under this reader: read it once with
+  // them held off. New writers step aside until the reader has the lock
+  // (an unfair lock would otherwise keep going to the busy writer); this is
+  // the only time writers wait for a reader.
+  starving_readers_.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock<Lock> guard(lock_);
+  starving_readers_.fetch_sub(1, std::memory_order_relaxed);
+  Backoff locked;
+  return probe(key, h, on_hit, locked, false, true) == Probe::hit;
+}
+
 
 template <class P>
 template <class OnHit>

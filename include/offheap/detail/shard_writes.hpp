@@ -16,6 +16,26 @@
 
 namespace offheap::detail {
 
+/// Writes key -> value into a slot allocate() returned, with its checksum
+/// in file-backed stores and its deadline (0: none).
+template <class P>
+inline void Shard<P>::write_record(const Slot& s, std::string_view key, std::string_view value,
+                                   std::uint8_t type, record::State state, std::uint64_t deadline) noexcept {
+  const std::uint64_t stamp = next_stamp();
+  std::uint64_t word2 = 0;
+  if (durable_) {
+    const std::uint64_t slack = (s.capacity - record::payload_for(key.size(), value.size())) / 8;
+    const record::Meta m{static_cast<std::uint32_t>(value.size()),
+                         static_cast<std::uint16_t>(key.size()),
+                         record::Meta::make_flags(state, slack, s.prev_free, 0), type};
+    word2 = record::checksum_of(crc_seed_, stamp, m.encode(), s.loc, key, value, deadline);
+    journal_.mark_dirty(s.loc.chunk());
+  }
+  record::write_live(s.rec, stamp, key, value, type, s.capacity, s.prev_free, 0, word2, state, deadline);
+  if (state == record::State::live) newest_live_ = stamp;
+  journal_.publish_tail();  // after the record: see Journal::publish_tail
+}
+
 template <class P>
 Computed Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
                          Mode mode, std::string_view expected, std::uint64_t deadline, const ValueFill* fill) {

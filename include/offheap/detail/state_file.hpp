@@ -20,6 +20,9 @@
 
 namespace offheap::detail {
 
+/// Writes this shard's state file for a clean close at `generation`:
+/// counters, the free-list table and the index table. Durable once the
+/// caller syncs the directory. Requires: no writer is active.
 template <class P>
 void Shard<P>::save_state(std::uint64_t generation) {
   const FileBacking& f = *journal_.files();
@@ -81,6 +84,11 @@ void Shard<P>::save_state(std::uint64_t generation) {
   }
 }
 
+/// A clean open: adopts the state file a clean close at `generation`
+/// wrote, mapping its index table (copy on write) instead of scanning the
+/// records. Returns false, with the shard unchanged and `why` set, if the
+/// file is missing or anything in it fails a check (the caller then
+/// rebuilds). Requires: chunks attached, no other thread in the shard.
 template <class P>
 bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   const FileBacking& f = *journal_.files();

@@ -253,7 +253,7 @@ bool OffHeapStore<P>::put_if_absent(std::string_view key, std::size_t size, Fill
 template <Policy P>
 template <class Fill>
 Computed OffHeapStore<P>::write_filled(std::string_view key, std::size_t size, Fill& fill, Ttl ttl,
-                                       typename Shard::Mode mode) {
+                                       typename Shard::Mode mode, std::uint8_t type) {
   check_writable();
   check(key, size);
   struct Ctx {
@@ -266,7 +266,7 @@ Computed OffHeapStore<P>::write_filled(std::string_view key, std::size_t size, F
                               (*x->fill)(std::span<std::byte>(dst, n));
                             },
                             &ctx, size};
-  return write(key, {}, type_tag::bytes, mode, {}, ttl, &f);
+  return write(key, {}, type, mode, {}, ttl, &f);
 }
 
 template <Policy P>

@@ -192,7 +192,8 @@ std::uint64_t OffHeapStore<P>::limited(Step&& step) {
 ///  - Reports: with a maintenance thread, the listener runs there only
 ///    (never on the writer's thread, where a lock the writer holds around
 ///    the write could be one the listener takes): the thread is woken and
-///    the writer waits until the shard's reports are out, at most 200 ms.
+///    the writer waits until the shard's reports are out, while they go on
+///    (200 ms without one ends the wait; 5 s at most).
 ///    Without one (background_maintenance off), they are reported here,
 ///    on the writer's thread, as maintain() would. Never from inside a
 ///    listener on this thread (its own store's, or another's).
@@ -204,14 +205,25 @@ std::uint64_t OffHeapStore<P>::free_waiting_removals(Shard& s) {
   if (options_.on_removal && detail::t_in_removal_listener == nullptr) {
     std::uint64_t left = s.reports_pending();
     if (maintenance_ && maintenance_->running()) {
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-      for (std::uint64_t waited = 0; left != 0 && std::chrono::steady_clock::now() < give_up; ++waited) {
+      // Waits while the thread's reports go on: gives up after 200 ms
+      // without one (a listener that stalls), or 5 s in all (backpressure
+      // has its limit too). A slow machine (a sanitizer, many processes)
+      // can leave the thread a while between two batches.
+      const auto start = std::chrono::steady_clock::now();
+      auto give_up = start + std::chrono::milliseconds(200);
+      const auto last = start + std::chrono::seconds(5);
+      for (std::uint64_t waited = 0; left != 0; ++waited) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= give_up || now >= last) break;
         if (waited % 64 == 0) {
           maintenance_->wake();
         }
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         const std::uint64_t now_left = s.reports_pending();
-        if (now_left < left) freed += left - now_left;
+        if (now_left < left) {
+          freed += left - now_left;
+          give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+        }
         left = now_left;
       }
     } else {
@@ -252,7 +264,13 @@ template <Policy P>
 void OffHeapStore<P>::close() {
   if (detail::t_in_compute == this) [[unlikely]] throw_in_compute("close()");
   if (detail::t_in_removal_listener == this) [[unlikely]] throw_in_listener("close()");
-  if (!files_) return;
+  if (!files_) {
+    const std::lock_guard<std::mutex> closing(close_mutex_);
+    if (closed_.exchange(true, std::memory_order_relaxed)) return;
+    stop_maintenance();
+    report_all();  // the removals still waiting (anonymous memory: no room to map for them)
+    return;
+  }
   // Held through the syncs and the saved state: a sync() from another
   // thread that sees the store closing waits for them (see sync()).
   const std::lock_guard<std::mutex> closing(close_mutex_);
@@ -349,7 +367,7 @@ void OffHeapStore<P>::maintain() {
   if (detail::t_in_compute == this) [[unlikely]] throw_in_compute("maintain()");
   // Not in a closed store: its state is saved (an eviction or expiry
   // would free records the saved index still leads to).
-  if (!files_ || (!files_->read_only && !files_->closed.load())) {
+  if (!writes_stopped()) {
     const std::uint64_t now = now_ms();
     for (Shard& s : shards_) s.expire(now, ~std::uint64_t{0});
     if constexpr (Shard::kEvicts) {
@@ -357,10 +375,8 @@ void OffHeapStore<P>::maintain() {
     }
   }
   for (Shard& s : shards_) s.maintain();
-  if (!options_.background_maintenance && (!files_ || (!files_->read_only && !files_->closed.load()))) {
-    report_all();
-  }
-  if (!files_ || (!files_->read_only && !files_->closed.load())) {
+  if (!options_.background_maintenance && !writes_stopped()) report_all();
+  if (!writes_stopped()) {
     for (Shard& s : shards_) {
       s.compact(~std::uint64_t{0}, nullptr, true);
       s.release_pages(~std::uint64_t{0});

@@ -15,6 +15,11 @@
 
 namespace offheap::detail {
 
+/// Walks every chunk record by record and checks the writer's invariants:
+/// lengths stay inside chunks, prev-free bits and footers match the records
+/// before them, free records add up to the free lists' totals, live records
+/// to the index and the counters. Returns "" or the first violation.
+/// O(journal); takes the lock.
 template <class P>
 std::string Shard<P>::verify() const {
   // No report() batch in flight: its records are neither queued nor freed.

@@ -26,8 +26,9 @@ namespace offheap::detail {
 /// continuously meanwhile may be skipped: the walk promises only keys left
 /// alone during it.
 template <class P>
-bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::string& kbuf,
-                 std::string& vbuf) const {
+bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, WalkCopy& copy) const {
+  std::string& kbuf = copy.key;
+  std::string& vbuf = copy.value;
   Backoff backoff;
   for (; !backoff.exhausted(); backoff.pause()) {
     // First, as in probe(): what is read below counts only while it stays.
@@ -35,7 +36,7 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
     const std::uint64_t serial = index_.acquire_serial();
     // (The walk's table keeps its address while the walk goes on: a
     // replaced table is neither dropped nor reused during a walk.)
-    if (index_.acquire_view().words != t.words) return copy_from_frozen(slot, kbuf, vbuf);
+    if (index_.acquire_view().words != t.words) return copy_from_frozen(slot, copy);
     // Emptied by clear() (which leaves locations) or by a removal since the
     // walk saw it full: its key is gone.
     if (!Index::slot_full(slot)) return false;
@@ -80,10 +81,12 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     testing_reader_before_hit(rec);
 #endif
+    // Keys only: the value is still read where its checksum is checked.
+    const bool value = copy.values || verify_;
     kbuf.resize(m.key_len);
-    vbuf.resize(m.value_len);
+    vbuf.resize(value ? m.value_len : 0);
     record::copy_out(kbuf.data(), rec, 0, m.key_len);
-    record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
+    if (value) record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
     const std::uint32_t stored = record::stored_checksum(rec);
     // As in examine(): the copy is the key's only if, after it, the
     // generation stays and the slot still leads here (or, if merges
@@ -99,12 +102,13 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
       corrupt_.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
+    copy.type = m.type;
     return true;
   }
   // Writers kept moving the generation (merges anywhere in the shard): the
   // slot's key is confirmed through a lookup instead, which takes the
   // writer lock when it starves, so that a key left alone is not skipped.
-  return copy_from_frozen(slot, kbuf, vbuf);
+  return copy_from_frozen(slot, copy);
 }
 
 /// copy_record() for a slot of a table that growth replaced: reads the
@@ -112,7 +116,9 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, std::s
 /// the key up in the current table, which copies the value only if the
 /// key's current record is the one the slot led to.
 template <class P>
-bool Shard<P>::copy_from_frozen(const std::uint64_t* slot, std::string& kbuf, std::string& vbuf) const {
+bool Shard<P>::copy_from_frozen(const std::uint64_t* slot, WalkCopy& copy) const {
+  std::string& kbuf = copy.key;
+  std::string& vbuf = copy.value;
   Backoff backoff;
   for (; !backoff.exhausted(); backoff.pause()) {
     const Location loc = slot_location(load_acquire(slot));
@@ -139,13 +145,72 @@ bool Shard<P>::copy_from_frozen(const std::uint64_t* slot, std::string& kbuf, st
            [&](Location l, const std::byte* r, const record::Meta& cm, std::uint64_t s) {
              same = l == loc && s == s1;
              if (!same) return true;
-             vbuf.resize(cm.value_len);
-             record::copy_out(vbuf.data(), r, cm.key_len, cm.value_len);
+             copy.type = cm.type;
+             vbuf.resize(copy.values ? cm.value_len : 0);
+             if (copy.values) record::copy_out(vbuf.data(), r, cm.key_len, cm.value_len);
              return record::validate(r, s);
            });
     return found && same;
   }
   return false;
+}
+
+template <class P>
+template <class F>
+void Shard<P>::for_each(F& fn, WalkCopy& copy) const {
+  const TableView t = index_.acquire_view();
+  for (std::uint64_t g = 0; g <= t.mask; ++g) {
+    const std::uint64_t w = load_acquire(t.ctrl_word(g));
+    for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
+      if (copy_record(t, t.ctrl_word(g) + 1 + ctrl::first(m), copy)) fn(copy);
+    }
+  }
+}
+
+/// scan's walk of this shard: from position `pos` (8 per group: group g's
+/// slot i is 8g + i) of the table whose serial is `serial`, handing fn(copy)
+/// up to `budget` records; fn returns false to stop. A table replaced
+/// since `serial` (growth, a rebuild: keys sit elsewhere in its successor)
+/// is walked again from its start, so that no key left alone is missed.
+/// Leaves pos after the last slot it looked at (the record fn stopped at
+/// included) and serial that of the table it walked; counts a walk again
+/// from the start in `restarts`.
+/// Returns: true when the table's end was reached; false when the budget
+/// ran out or fn stopped.
+template <class P>
+template <class F>
+bool Shard<P>::scan(std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& restarts,
+                    std::uint64_t& budget, F& fn, WalkCopy& copy) const {
+  // The serial first: the table loaded after it is its table or a later
+  // one (pairs with the release in Index::publish), so a serial that stays
+  // across calls means the same table, slot positions unchanged.
+  const std::uint64_t now = index_.acquire_serial();
+  const TableView t = index_.acquire_view();
+  if (now != serial) {
+    if (pos != 0) ++restarts;  // (0: the shard's first call)
+    pos = 0;
+    serial = now;
+  }
+  const std::uint64_t end = (t.mask + 1) * 8;
+  while (pos < end) {
+    if (budget == 0) return false;
+    const std::uint64_t g = pos / 8;
+    const unsigned from = static_cast<unsigned>(pos % 8);
+    std::uint64_t m = load_acquire(t.ctrl_word(g)) & ctrl::kHighs;
+    m &= ~std::uint64_t{0} << (8 * from);  // the slots before `from` were walked
+    pos = (g + 1) * 8;
+    for (; m; m &= m - 1) {
+      const unsigned i = ctrl::first(m);
+      if (!copy_record(t, t.ctrl_word(g) + 1 + i, copy)) continue;
+      --budget;
+      const bool more = fn(copy);
+      if (!more || budget == 0) {
+        pos = g * 8 + i + 1;  // the rest of the group in the next call
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace offheap::detail

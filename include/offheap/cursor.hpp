@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// Cursor: where a resumable walk of a store (OffHeapStore::scan,
+// scan_keys) stands between two calls.
+#pragma once
+
+#include <offheap/policy.hpp>
+
+#include <cstdint>
+
+namespace offheap {
+
+template <Policy P>
+class OffHeapStore;
+
+/// A walk's position: the shard it is in, a slot position in that shard's
+/// index table, and which table (and which store object) that position is
+/// of. Copyable and small (no heap); a default-constructed Cursor is a
+/// walk's start. What a walk promises is stated at OffHeapStore::scan.
+class Cursor {
+ public:
+  /// The start of a walk.
+  constexpr Cursor() noexcept = default;
+
+  /// True once the walk has passed every shard: scan returns 0 from then on.
+  constexpr bool done() const noexcept { return done_; }
+
+  /// The shard the walk is in (0 .. shards; shards when done), for progress.
+  constexpr std::uint32_t shard() const noexcept { return shard_; }
+
+  /// How many times a shard was walked again from its start because its
+  /// index table was replaced (growth, a rebuild, clear()) between two
+  /// calls, or the cursor came from another store object: each such time,
+  /// keys of that shard may be handed to fn a second time.
+  constexpr std::uint32_t restarts() const noexcept { return restarts_; }
+
+  friend constexpr bool operator==(const Cursor&, const Cursor&) noexcept = default;
+
+ private:
+  template <Policy P>
+  friend class OffHeapStore;
+
+  std::uint64_t store_ = 0;        // the walking store object's instance number (0: none yet)
+  std::uint64_t position_ = 0;     // 8 per index group (see Shard::scan)
+  std::uint64_t serial_ = ~std::uint64_t{0};  // the table's serial (none yet)
+  std::uint32_t shard_ = 0;
+  std::uint32_t restarts_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace offheap

@@ -68,6 +68,16 @@ concept HasCodec = requires(const T& v, std::span<std::byte> out, std::span<cons
 template <class T>
 concept StorableAs = HasCodec<T> || PaddingFreeValue<T>;
 
+namespace detail {
+/// The codecs this header defines (tags below 128).
+template <class T>
+inline constexpr bool LibraryCodec = false;
+template <>
+inline constexpr bool LibraryCodec<std::string> = true;
+template <class T>
+inline constexpr bool LibraryCodec<std::vector<T>> = std::is_arithmetic_v<T>;
+}  // namespace detail
+
 namespace type_tag {
 inline constexpr std::uint8_t string = 65;
 inline constexpr std::uint8_t vector_base = 80;  // + the element's value type tag

@@ -523,7 +523,8 @@ class OffHeapStore {
   /// the store; records written meanwhile may or may not be visited. The walk
   /// keeps index tables replaced meanwhile as they are (address space, not
   /// memory given back) until it ends. fn may also take a third argument,
-  /// the record's type tag (std::uint8_t; 0: bytes).
+  /// the record's type tag (std::uint8_t; 0: bytes). What fn returns is
+  /// ignored (a walk that stops early is scan's).
   /// The string_views are valid only during each call.
   template <class F>
   void for_each(F&& fn) const;
@@ -556,7 +557,9 @@ class OffHeapStore {
   /// more records finish sooner.
   /// Returns: how many records fn was called for.
   /// Throws: Error(invalid_argument) for a cursor from a store with fewer
-  /// shards; what fn throws (the record it threw for counts as visited).
+  /// shards; what fn throws (the record it threw for counts as visited:
+  /// the next call goes on after it). fn may scan with the same cursor:
+  /// the outer call's position then wins, so keys may come again.
   /// The string_views are valid only during each call.
   template <class F>
   std::size_t scan(Cursor& cursor, std::size_t max_records, F&& fn) const;

@@ -114,7 +114,10 @@ class RecordView {
   /// std::optional<R> holding what fn returned, or nullopt if the view is
   /// empty or stale (then fn's result, if it ran, is dropped).
   /// Throws: only what fn throws (and Error(corrupt_file) for a record
-  /// damaged on disk, as every read).
+  /// damaged on disk, as every read). fn runs on the bytes in place and may
+  /// see a newer write's bytes mixed in before the stamps say so: for
+  /// try_read to stay free of exceptions on races, fn must not throw on
+  /// bytes it finds malformed (return a value saying so instead).
   template <class F>
   auto try_read(F&& fn) const {
     using R = std::invoke_result_t<F, std::string_view>;

@@ -22,10 +22,8 @@ Computed OffHeapStore<P>::put_as(std::string_view key, const T& value, Ttl ttl) 
     return put_value(key, value, ttl);
   } else {
     using C = Codec<T>;
-    static_assert(C::tag != type_tag::bytes && C::tag != type_tag::object &&
-                      (C::tag >= type_tag::first_user || C::tag == type_tag::string ||
-                       (C::tag > type_tag::vector_base && C::tag <= type_tag::vector_base + 13)),
-                  "a codec of yours takes a type tag of 128-255");
+    static_assert(C::tag >= type_tag::first_user || detail::LibraryCodec<T>,
+                  "a codec of yours takes a type tag of 128-255 (lower tags are the library's)");
     const std::size_t encoded = C::size(value);
     // Past the largest value: check() refuses it (value_too_large).
     const std::size_t size = encoded > kMaxValueBytes - 2 ? kMaxValueBytes + std::size_t{1} : encoded + 2;
@@ -45,6 +43,8 @@ std::optional<T> OffHeapStore<P>::get_as(std::string_view key) const {
     return get_value<T>(key);
   } else {
     using C = Codec<T>;
+    static_assert(C::tag >= type_tag::first_user || detail::LibraryCodec<T>,
+                  "a codec of yours takes a type tag of 128-255 (lower tags are the library's)");
     // The copy: on the stack when small, else in a string (its length comes
     // from a header the lookup checked, as get()'s does).
     std::array<char, 256> small;

@@ -159,9 +159,18 @@ void OffHeapStore<P>::walk_all(bool values, F& call) const {
 
 template <Policy P>
 template <class F>
-std::size_t OffHeapStore<P>::walk_steps(Cursor& c, std::size_t max_records, bool values,
+std::size_t OffHeapStore<P>::walk_steps(Cursor& cursor, std::size_t max_records, bool values,
                                         F& call) const {
-  if (c.done_ || max_records == 0) return 0;
+  if (cursor.done_ || max_records == 0) return 0;
+  // The step works on a copy of the cursor, written back when it ends (an
+  // exception from fn included): a scan with the same cursor from inside
+  // fn then only makes keys come again, never skips them.
+  Cursor c = cursor;
+  struct WriteBack {
+    Cursor& to;
+    const Cursor& from;
+    ~WriteBack() { to = from; }
+  } write_back{cursor, c};
   if (c.store_ != instance_) {
     // Another store object's cursor (the same files reopened): its
     // positions are of tables this object may have rebuilt; its shard is

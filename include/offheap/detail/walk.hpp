@@ -198,17 +198,19 @@ bool Shard<P>::scan(std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& re
     const unsigned from = static_cast<unsigned>(pos % 8);
     std::uint64_t m = load_acquire(t.ctrl_word(g)) & ctrl::kHighs;
     m &= ~std::uint64_t{0} << (8 * from);  // the slots before `from` were walked
-    pos = (g + 1) * 8;
     for (; m; m &= m - 1) {
       const unsigned i = ctrl::first(m);
+      // pos moves past a slot only once it is done with: an exception from
+      // copy_record (bad_alloc) or fn leaves the cursor at the slot (copy)
+      // or just after it (fn: the record counts as visited), never past
+      // the rest of the group.
+      pos = g * 8 + i;
       if (!copy_record(t, t.ctrl_word(g) + 1 + i, copy)) continue;
       --budget;
-      const bool more = fn(copy);
-      if (!more || budget == 0) {
-        pos = g * 8 + i + 1;  // the rest of the group in the next call
-        return false;
-      }
+      pos = g * 8 + i + 1;
+      if (!fn(copy) || budget == 0) return false;  // the rest of the group in the next call
     }
+    pos = (g + 1) * 8;
   }
   return true;
 }

@@ -618,7 +618,7 @@ class OffHeapStore {
                                                                bool deadline = false) const;
   /// Writes are refused inside compute(), and by read-only, closed and
   /// failed stores.
-  void check_writable() const;
+  [[gnu::always_inline]] void check_writable() const;
   [[noreturn, gnu::cold]] void throw_maintenance_failed() const;
   [[gnu::cold]] void check_files_writable() const;
   [[noreturn, gnu::cold]] void throw_closed() const;

@@ -718,9 +718,20 @@ class OffHeapStore {
   /// the refusal stands.
   template <class Op>
   auto at_limit(Shard& s, Op&& op);
+  /// How long one at_limit() call may still wait for the maintenance
+  /// thread's reports: one budget for all its rounds.
+  struct ReportWait {
+    std::chrono::steady_clock::time_point last{};  // 30 s after the first wait began
+    bool stalled = false;  // a wait ended 5 s without a report: the next ones look once
+    /// A wait begins at `now`: how long it waits for a report.
+    std::chrono::milliseconds begin(std::chrono::steady_clock::time_point now) noexcept {
+      if (last == std::chrono::steady_clock::time_point{}) last = now + std::chrono::seconds(30);
+      return stalled ? std::chrono::milliseconds(20) : std::chrono::milliseconds(5000);
+    }
+  };
   /// For a write the memory limit refused: frees the shard's removals
   /// that wait for the listener or a sync; how many (store_lifecycle.hpp).
-  std::uint64_t free_waiting_removals(Shard& s);
+  std::uint64_t free_waiting_removals(Shard& s, ReportWait& wait);
   /// Whether removed records wait for the listener or a sync (periodic)
   /// before their space is free.
   bool removals_wait() const noexcept {

@@ -130,12 +130,13 @@ template <Policy P>
 template <class Op>
 auto OffHeapStore<P>::at_limit(Shard& s, Op&& op) {
   bool idle_round = false;
+  ReportWait wait;
   for (int round = 0;; ++round) {
     try {
       return op();
     } catch (const detail::LimitReached& e) {
       if (!e.evicting_helps || round == 16 || !removals_wait()) throw;
-      if (free_waiting_removals(s) == 0) {
+      if (free_waiting_removals(s, wait) == 0) {
         if (idle_round) throw;
         idle_round = true;
       }

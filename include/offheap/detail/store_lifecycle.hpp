@@ -192,51 +192,69 @@ std::uint64_t OffHeapStore<P>::limited(Step&& step) {
 ///  - Reports: with a maintenance thread, the listener runs there only
 ///    (never on the writer's thread, where a lock the writer holds around
 ///    the write could be one the listener takes): the thread is woken and
-///    the writer waits until the shard's reports are out, while they go on
-///    (200 ms without one ends the wait; 5 s at most).
+///    the writer waits until the shard's reports are out, while the
+///    thread's rounds report them (see the loop for when it stops).
 ///    Without one (background_maintenance off), they are reported here,
 ///    on the writer's thread, as maintain() would. Never from inside a
 ///    listener on this thread (its own store's, or another's).
 ///  - Durability::periodic: the shard is synced twice (the first sync
 ///    frees the records removed before it, the second their dead markers).
 template <Policy P>
-std::uint64_t OffHeapStore<P>::free_waiting_removals(Shard& s) {
+std::uint64_t OffHeapStore<P>::free_waiting_removals(Shard& s, ReportWait& wait) {
   std::uint64_t freed = 0;
   if (options_.on_removal && detail::t_in_removal_listener == nullptr) {
     std::uint64_t left = s.reports_pending();
     if (maintenance_ && maintenance_->running()) {
-      // Waits while the thread's reports go on: gives up after 200 ms
-      // without one (a listener that stalls), or 5 s in all (backpressure
-      // has its limit too). A slow machine (a sanitizer, many processes)
-      // can leave the thread a while between two batches.
+      // Waits while the thread reports this shard's removals, by signs of
+      // progress rather than by a clock (a sanitizer on a loaded machine
+      // can leave the thread a second between two batches): the wait ends
+      // when none are left, when two rounds ended since the last report
+      // went out (a round that ends reports the shard's batch unless the
+      // limit refused it room: then it cannot report them now, and the
+      // caller's syncs free what they can), or after 5 s without a report
+      // (a listener that stalls, perhaps on a lock this writer holds
+      // around its write; later rounds of the same write then look only
+      // briefly), 30 s in all for the write (backpressure has its limit).
       const auto start = std::chrono::steady_clock::now();
-      auto give_up = start + std::chrono::milliseconds(200);
-      const auto last = start + std::chrono::seconds(5);
-      for (std::uint64_t waited = 0; left != 0; ++waited) {
+      const auto patience = wait.begin(start);
+      auto stalled = start + patience;
+      std::uint64_t rounds_at_report = maintenance_->rounds();
+      for (std::uint64_t waited = 0; left != 0 && maintenance_->running(); ++waited) {
         const auto now = std::chrono::steady_clock::now();
-        if (now >= give_up || now >= last) break;
-        if (waited % 64 == 0) {
-          maintenance_->wake();
+        if (now >= stalled) {
+          wait.stalled = true;
+          break;
         }
+        if (now >= wait.last || maintenance_->rounds() >= rounds_at_report + 2) break;
+        if (waited % 64 == 0) maintenance_->wake();
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         const std::uint64_t now_left = s.reports_pending();
         if (now_left < left) {
           freed += left - now_left;
-          give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+          rounds_at_report = maintenance_->rounds();
+          stalled = std::chrono::steady_clock::now() + patience;
         }
         left = now_left;
       }
     } else {
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      // Another writer may be reporting the shard: waited for as above.
+      const auto start = std::chrono::steady_clock::now();
+      const auto patience = wait.begin(start);
+      auto stalled = start + patience;
       while (left != 0) {
         bool busy = false;
         const std::uint64_t n = s.report(options_.on_removal, left, this, &busy);
         if (busy) {
-          // Another writer reports the shard: those it reports free as well.
-          if (std::chrono::steady_clock::now() > give_up) break;
+          // Those the other writer reports free as well.
+          const auto now = std::chrono::steady_clock::now();
+          if (now >= stalled) wait.stalled = true;
+          if (now >= stalled || now >= wait.last) break;
           std::this_thread::sleep_for(std::chrono::microseconds(50));
           const std::uint64_t now_left = s.reports_pending();
-          if (now_left < left) freed += left - now_left;
+          if (now_left < left) {
+            freed += left - now_left;
+            stalled = std::chrono::steady_clock::now() + patience;
+          }
           left = now_left;
           continue;
         }

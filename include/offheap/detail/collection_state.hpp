@@ -1,0 +1,679 @@
+// SPDX-License-Identifier: Apache-2.0
+// The engine of a Collection (document/collection.hpp): its two stores,
+// its record, its indexes, and the steps of its writes in their order.
+// Queries are in detail/collection_queries.hpp.
+//
+// The collection's record (key "\0collection" in the documents store):
+//   [0]       format: 0xC1
+//   [1]       clean: 1 once closed cleanly, 0 while open
+//   [2..9]    ids below this are handed out or reserved (u64 LE)
+//   [10..17]  documents (u64 LE; trusted only when clean)
+//   [18..21]  the next index number (u32 LE; numbers are never reused)
+//   [22..25]  index count (u32 LE), then per index: number (u32 LE), kind
+//             (u8), field name length (u16 LE), name
+// Documents: "\x01" + the id (big-endian u64), the encoded document.
+// An index numbered n keeps its records in the indexes store under the
+// prefix be32(n) + 'o' (ordered) or 'h' (hash).
+#pragma once
+
+#include <offheap/detail/hash_postings.hpp>
+#include <offheap/detail/ordered_tree.hpp>
+#include <offheap/document.hpp>
+#include <offheap/document/query.hpp>
+#include <offheap/error.hpp>
+#include <offheap/store.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace offheap::detail {
+
+/// A reference to fn(Document&), for modify() (no allocation).
+class DocumentChange {
+ public:
+  template <class F>
+  DocumentChange(F&& fn) noexcept  // NOLINT: converts from any callable
+      : ctx_(static_cast<void*>(&fn)), call_([](void* c, Document& d) { (*static_cast<std::remove_reference_t<F>*>(c))(d); }) {}
+  void operator()(Document& d) const { call_(ctx_, d); }
+
+ private:
+  void* ctx_;
+  void (*call_)(void*, Document&);
+};
+
+/// A reader's buffers, one set per nesting depth on each thread (a
+/// visitor that queries again gets the next set): no allocation once warm.
+struct QueryBuffers {
+  std::string doc, okey, okey2, bucket, key, batch;
+  std::vector<std::uint32_t> batch_ends;
+  std::vector<std::uint64_t> ids;
+  TreeBuffers tree;
+};
+class ReadScratch {
+ public:
+  ReadScratch() {
+    auto& pool = pool_();
+    if (depth_() == pool.size()) pool.push_back(std::make_unique<QueryBuffers>());
+    b_ = pool[depth_()++].get();
+  }
+  ~ReadScratch() { --depth_(); }
+  ReadScratch(const ReadScratch&) = delete;
+  ReadScratch& operator=(const ReadScratch&) = delete;
+  QueryBuffers& operator*() noexcept { return *b_; }
+  QueryBuffers* operator->() noexcept { return b_; }
+  std::string& doc() noexcept { return b_->doc; }
+
+ private:
+  static std::vector<std::unique_ptr<QueryBuffers>>& pool_() {
+    thread_local std::vector<std::unique_ptr<QueryBuffers>> pool;
+    return pool;
+  }
+  static std::size_t& depth_() {
+    thread_local std::size_t depth = 0;
+    return depth;
+  }
+  QueryBuffers* b_;
+};
+
+/// The collection whose writer lock this thread holds (a modify()
+/// function runs under it): its queries need no lock there, and its
+/// writes, which would deadlock, are refused.
+inline thread_local const void* t_collection_writer = nullptr;
+
+class CollectionState {
+ public:
+  static constexpr DocId kNoId = ~DocId{0};
+  /// The longest ordered key an ordered index takes (the tree's key less
+  /// the id after it).
+  static constexpr std::size_t kMaxOrderedKey = OrderedTree::kMaxKeyBytes - 8;
+
+ protected:
+  /// The writer lock, refused to a thread that holds it already.
+  class WriterLock {
+   public:
+    explicit WriterLock(const CollectionState& c) : c_(c) {
+      if (t_collection_writer == &c) {
+        throw Error(Errc::invalid_argument,
+                    "offheap: a collection written from inside its own modify() function, which runs under "
+                    "its writer lock");
+      }
+      c.writer_.lock();
+      t_collection_writer = &c;
+    }
+    ~WriterLock() {
+      t_collection_writer = nullptr;
+      c_.writer_.unlock();
+    }
+    WriterLock(const WriterLock&) = delete;
+    WriterLock& operator=(const WriterLock&) = delete;
+
+   private:
+    const CollectionState& c_;
+  };
+
+  struct Slot {
+    IndexInfo info;
+    std::uint32_t number = 0;
+    std::unique_ptr<OrderedTree> tree;   // ordered
+    std::unique_ptr<HashPostings> hash;  // hash
+    std::atomic<bool> broken{false};     // a write failed inside: rebuilt before the next write
+    SeqVersion& version() noexcept { return tree ? tree->version() : hash->version(); }
+  };
+
+  explicit CollectionState(Options options) { open(std::move(options)); }
+  ~CollectionState() {
+    try {
+      close_all();
+    } catch (...) {  // (close() reports them)
+    }
+  }
+
+  /// The documents store; Errc::closed after close() (which lets go of
+  /// both stores and their directories: the same directory may then be
+  /// opened again).
+  Store& docs() const {
+    if (!docs_) [[unlikely]] throw Error(Errc::closed, "offheap: a read of a closed collection");
+    return *docs_;
+  }
+
+  struct DocKey {
+    char b[9];
+    operator std::string_view() const noexcept { return {b, 9}; }  // NOLINT
+  };
+  static DocKey doc_key(DocId id) noexcept {
+    DocKey k;
+    k.b[0] = '\x01';
+    for (int i = 8; i >= 1; --i, id >>= 8) k.b[i] = static_cast<char>(id & 0xFF);
+    return k;
+  }
+  static void check_id(DocId id) {
+    if (id == kNoId) throw Error(Errc::invalid_argument, "offheap: a collection's document id may not be kNoId");
+  }
+
+  std::uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
+
+  // ---- writes ------------------------------------------------------------------
+
+  DocId write_new(DocId id, const Document& doc) {
+    const WriterLock g(*this);
+    before_write();
+    encode(doc);
+    if (id != kNoId && docs_->contains(doc_key(id))) return kNoId;
+    const DocumentView view = parsed(enc_);
+    if (id == kNoId) {
+      id = take_id();
+    } else if (id >= next_id_) {
+      next_id_ = id + 1;
+      reserve_ids();
+    }
+    current_id_ = id;
+    entries_for(view, id, new_);  // (refuses a key too long: nothing of the document written yet)
+    add_entries();
+    try {
+      docs_->put(doc_key(id), enc_);
+    } catch (...) {
+      remove_entries(new_);  // best effort: what stays is stale, skipped by queries
+      throw;
+    }
+    count_.fetch_add(1, std::memory_order_relaxed);
+    return id;
+  }
+
+  bool write_update(DocId id, const Document* doc, const DocumentChange* change) {
+    const WriterLock g(*this);
+    before_write();
+    if (!docs_->get(doc_key(id), old_)) return false;
+    const DocumentView before = parsed(old_);
+    if (change != nullptr) {
+      Document d = before.to_document();
+      (*change)(d);
+      encode(d);
+    } else {
+      encode(*doc);
+    }
+    const DocumentView after = parsed(enc_);
+    current_id_ = id;
+    entries_for(after, id, new_);
+    entries_for(before, id, old_entries_);
+    // New entries first, then the document, then the old entries: the
+    // index never misses the document (collection.hpp).
+    add_entries(&old_entries_);
+    docs_->put(doc_key(id), enc_);
+    remove_entries(old_entries_, &new_);
+    return true;
+  }
+
+  bool write_remove(DocId id) {
+    const WriterLock g(*this);
+    before_write();
+    if (!docs_->get(doc_key(id), old_)) return false;
+    const DocumentView before = parsed(old_);
+    current_id_ = id;
+    entries_for(before, id, old_entries_, false);
+    docs_->remove(doc_key(id));
+    count_.fetch_sub(1, std::memory_order_relaxed);
+    remove_entries(old_entries_);
+    return true;
+  }
+
+  // ---- indexes -------------------------------------------------------------------
+
+  bool add_index(std::string_view field, IndexKind kind) {
+    if (field.empty() || field.size() > 65535) {
+      throw Error(Errc::invalid_argument, "offheap: an index's field name must be 1 to 65,535 bytes");
+    }
+    if (kind != IndexKind::hash && kind != IndexKind::ordered) {
+      throw Error(Errc::invalid_argument, "offheap: an unknown IndexKind");
+    }
+    const WriterLock g(*this);
+    before_write();
+    if (find_slot(field, kind)) return false;
+    auto slot = make_slot(IndexInfo{std::string(field), kind}, next_index_++);
+    backfill(*slot);
+    {
+      const std::unique_lock<std::shared_mutex> r(registry_);
+      slots_.push_back(slot);
+    }
+    save_meta(false);
+    return true;
+  }
+
+  bool remove_index(std::string_view field, IndexKind kind) {
+    const WriterLock g(*this);
+    before_write();
+    std::shared_ptr<Slot> slot = find_slot(field, kind);
+    if (!slot) return false;
+    {
+      const std::unique_lock<std::shared_mutex> r(registry_);
+      std::erase(slots_, slot);
+    }
+    save_meta(false);
+    clear_records(*slot);  // (a crash before it ends leaves records no index names: cleared at the next open)
+    return true;
+  }
+
+  std::vector<IndexInfo> index_list() const {
+    const std::shared_lock<std::shared_mutex> r(registry_);
+    std::vector<IndexInfo> out;
+    for (const auto& s : slots_) out.push_back(s->info);
+    return out;
+  }
+
+  void rebuild_all() {
+    const WriterLock g(*this);
+    before_write();
+    rebuild_locked();
+  }
+
+  /// The slot of (field, kind) (hash first, then ordered, when `any`).
+  std::shared_ptr<Slot> find_slot(std::string_view field, IndexKind kind, bool any = false) const {
+    const std::shared_lock<std::shared_mutex> r(registry_);
+    std::shared_ptr<Slot> other;
+    for (const auto& s : slots_) {
+      if (s->info.field != field) continue;
+      if (s->info.kind == kind) return s;
+      if (any) other = s;
+    }
+    return other;
+  }
+
+  /// A reader met a stale entry: noted for the next write to remove (if
+  /// it is still stale then). `entry`: the tree's key, or the bucket.
+  void note_stale(const Slot& s, std::string_view entry, DocId id) const {
+    const std::lock_guard<std::mutex> g(stale_mutex_);
+    if (stale_.size() >= 1024) return;  // (the next queries note them again)
+    stale_.push_back({s.number, std::string(entry), id});
+    stale_waiting_.store(true, std::memory_order_relaxed);
+  }
+
+  // ---- lifecycle -----------------------------------------------------------------
+
+  void sync_all() {
+    const WriterLock g(*this);
+    (void)docs();  // (closed: refused)
+    indexes_->sync();
+    docs_->sync();
+  }
+
+  void close_all() {
+    const WriterLock g(*this);
+    if (closed_) return;
+    closed_ = true;
+    if (!read_only_) {
+      // The indexes reach the disk before the mark that trusts them.
+      indexes_->close();
+      save_meta(true);
+    }
+    docs_->close();
+    indexes_.reset();
+    docs_.reset();
+  }
+
+  mutable std::mutex writer_;
+
+ private:
+  struct Entries {
+    std::vector<std::string> keys;  // per slot (slots_' order)
+    std::vector<bool> has;
+  };
+  struct Stale {
+    std::uint32_t number;
+    std::string entry;
+    DocId id;
+  };
+
+  static constexpr char kMetaKey[] = "\0collection";
+  static constexpr std::string_view meta_key() noexcept { return {kMetaKey, sizeof kMetaKey - 1}; }
+  static constexpr std::uint8_t kFormat = 0xC1;
+  static constexpr std::uint64_t kIdBlock = 4096;
+
+  static Options sub_options(const Options& o, const char* sub) {
+    Options s = o;
+    if (!o.path.empty()) s.path = o.path / sub;
+    if (!o.name.empty()) s.name = o.name + "/" + sub;
+    return s;
+  }
+
+  static DocumentView parsed(const std::string& bytes) {
+    std::optional<DocumentView> v = DocumentView::parse(bytes);
+    if (!v) throw Error(Errc::corrupt_file, "offheap: a collection's record is not a whole document");
+    return *v;
+  }
+
+  void open(Options options) {
+    if (!options.path.empty()) std::filesystem::create_directories(options.path);
+    read_only_ = options.read_only;
+    docs_ = std::make_unique<Store>(sub_options(options, "documents"));
+    indexes_ = std::make_unique<Store>(sub_options(options, "indexes"));
+    std::string meta;
+    bool clean = true;
+    if (docs_->get(meta_key(), meta)) {
+      clean = load_meta(meta);
+    } else if (docs_->size() != 0) {
+      throw Error(Errc::format_version, "offheap: " + options.path.string() + " holds records but no collection");
+    } else {
+      next_id_ = reserved_ = 1;
+    }
+    if (!clean) {
+      if (read_only_) {
+        throw Error(Errc::invalid_argument, "offheap: the collection in " + options.path.string() +
+                                                " was not closed cleanly: open it writable once to rebuild its "
+                                                "indexes");
+      }
+      recount();
+      rebuild_locked();
+    }
+    if (!read_only_) {
+      save_meta(false);  // open: not clean until close() says so
+      if (!options.path.empty() && options.durability != Durability::none) docs_->sync();
+    }
+  }
+
+  /// Reads the collection's record; returns whether it says clean.
+  bool load_meta(const std::string& m) {
+    auto bad = [] {
+      return Error(Errc::corrupt_file, "offheap: a collection's own record is damaged");
+    };
+    if (m.empty() || static_cast<std::uint8_t>(m[0]) != kFormat) {
+      throw Error(Errc::format_version, "offheap: a collection of another format (its record begins with " +
+                                           std::to_string(m.empty() ? 0 : static_cast<unsigned char>(m[0])) + ")");
+    }
+    if (m.size() < 26) throw bad();
+    const bool clean = m[1] == 1;
+    reserved_ = read_le64(m.data() + 2);
+    next_id_ = reserved_;  // (a clean close records the next id itself)
+    count_.store(read_le64(m.data() + 10), std::memory_order_relaxed);
+    std::uint32_t n, count;
+    std::memcpy(&n, m.data() + 18, 4);
+    std::memcpy(&count, m.data() + 22, 4);
+    next_index_ = n;
+    std::size_t pos = 26;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      if (m.size() - pos < 7) throw bad();
+      std::uint32_t number;
+      std::uint16_t len;
+      std::memcpy(&number, m.data() + pos, 4);
+      const auto kind = static_cast<IndexKind>(m[pos + 4]);
+      std::memcpy(&len, m.data() + pos + 5, 2);
+      pos += 7;
+      if (m.size() - pos < len || (kind != IndexKind::hash && kind != IndexKind::ordered) || number >= next_index_) {
+        throw bad();
+      }
+      slots_.push_back(make_slot(IndexInfo{m.substr(pos, len), kind}, number));
+      pos += len;
+    }
+    if (pos != m.size()) throw bad();
+    return clean;
+  }
+
+  void save_meta(bool clean) {
+    std::string m(26, '\0');
+    m[0] = static_cast<char>(kFormat);
+    m[1] = clean ? 1 : 0;
+    write_le64(m.data() + 2, clean ? next_id_ : reserved_);
+    write_le64(m.data() + 10, count_.load(std::memory_order_relaxed));
+    std::memcpy(m.data() + 18, &next_index_, 4);
+    const auto n = static_cast<std::uint32_t>(slots_.size());
+    std::memcpy(m.data() + 22, &n, 4);
+    for (const auto& s : slots_) {
+      char h[7];
+      std::memcpy(h, &s->number, 4);
+      h[4] = static_cast<char>(s->info.kind);
+      const auto len = static_cast<std::uint16_t>(s->info.field.size());
+      std::memcpy(h + 5, &len, 2);
+      m.append(h, 7);
+      m.append(s->info.field);
+    }
+    docs_->put(meta_key(), m);
+  }
+
+  std::shared_ptr<Slot> make_slot(IndexInfo info, std::uint32_t number) {
+    auto s = std::make_shared<Slot>();
+    s->info = std::move(info);
+    s->number = number;
+    std::string prefix;
+    prefix.push_back(static_cast<char>(number >> 24));
+    prefix.push_back(static_cast<char>(number >> 16));
+    prefix.push_back(static_cast<char>(number >> 8));
+    prefix.push_back(static_cast<char>(number));
+    if (s->info.kind == IndexKind::ordered) {
+      s->tree = std::make_unique<OrderedTree>(*indexes_, prefix + 'o');
+    } else {
+      s->hash = std::make_unique<HashPostings>(*indexes_, prefix + 'h');
+    }
+    return s;
+  }
+
+  DocId take_id() {
+    const DocId id = next_id_++;
+    reserve_ids();
+    return id;
+  }
+  /// Ids below reserved_ are on disk as handed out: a crash never hands
+  /// one out again.
+  void reserve_ids() {
+    if (next_id_ < reserved_) return;
+    reserved_ = next_id_ + kIdBlock;
+    save_meta(false);
+  }
+
+  void encode(const Document& d) {
+    enc_.resize(d.encoded_size());
+    d.encode_to(std::span<std::byte>(reinterpret_cast<std::byte*>(enc_.data()), enc_.size()));
+  }
+
+  /// Each slot's entry for the document (has: the field is there).
+  /// `check`: refuse (before anything is written) an ordered key too long.
+  void entries_for(const DocumentView& d, DocId id, Entries& out, bool check = true) {
+    out.keys.resize(slots_.size());
+    out.has.assign(slots_.size(), false);
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& s = *slots_[i];
+      const std::optional<ValueView> v = d.get(s.info.field);
+      if (!v) continue;
+      okey_.clear();
+      append_ordered_key(*v, okey_);
+      if (s.tree) {
+        if (check && okey_.size() > kMaxOrderedKey) {
+          throw Error(Errc::invalid_argument, "offheap: field '" + s.info.field + "' holds a value whose ordered key is " +
+                                                  std::to_string(okey_.size()) + " bytes: its ordered index takes " +
+                                                  std::to_string(kMaxOrderedKey) + " at most");
+        }
+        out.keys[i].assign(okey_);
+        append_be64(out.keys[i], id);
+      } else {
+        s.hash->bucket_key(okey_, out.keys[i]);
+      }
+      out.has[i] = true;
+    }
+  }
+
+  /// Adds new_'s entries (those not also in `old`).
+  void add_entries(const Entries* old = nullptr) {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (!new_.has[i]) continue;
+      if (old != nullptr && old->has[i] && old->keys[i] == new_.keys[i]) continue;
+      change(*slots_[i], [&](Slot& s) {
+        if (s.tree) {
+          s.tree->insert(new_.keys[i]);
+        } else {
+          s.hash->add(new_.keys[i], id_of_entry(i));
+        }
+      });
+    }
+  }
+  /// Removes e's entries (those not also in `keep`).
+  void remove_entries(const Entries& e, const Entries* keep = nullptr) {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (!e.has[i]) continue;
+      if (keep != nullptr && keep->has[i] && keep->keys[i] == e.keys[i]) continue;
+      change(*slots_[i], [&](Slot& s) {
+        if (s.tree) {
+          s.tree->erase(e.keys[i]);
+        } else {
+          s.hash->remove(e.keys[i], current_id_);
+        }
+      });
+    }
+  }
+  DocId id_of_entry(std::size_t) const noexcept { return current_id_; }
+
+  /// One index change inside its version's bracket; a failure inside
+  /// marks the index broken (before_write() rebuilds it).
+  template <class F>
+  void change(Slot& s, F&& f) {
+    if (s.broken.load(std::memory_order_relaxed)) return;  // rebuilt whole later
+    const SeqWriteScope w(s.version());
+    try {
+      f(s);
+    } catch (...) {
+      s.broken.store(true, std::memory_order_relaxed);
+      throw;
+    }
+  }
+
+  /// At the start of each write: rebuilds broken indexes, drops the stale
+  /// entries readers noted that are still stale.
+  void before_write() {
+    if (closed_) throw Error(Errc::closed, "offheap: a write to a closed collection");
+    for (const auto& s : slots_) {
+      if (s->broken.load(std::memory_order_relaxed)) rebuild_slot(*s);
+    }
+    if (!stale_waiting_.load(std::memory_order_relaxed)) return;
+    std::vector<Stale> todo;
+    {
+      const std::lock_guard<std::mutex> g(stale_mutex_);
+      todo.swap(stale_);
+      stale_waiting_.store(false, std::memory_order_relaxed);
+    }
+    for (const Stale& st : todo) {
+      for (std::size_t i = 0; i < slots_.size(); ++i) {
+        Slot& s = *slots_[i];
+        if (s.number != st.number) continue;
+        // Still stale: the document is gone, or its entry is another.
+        bool stale = true;
+        if (docs_->get(doc_key(st.id), old_)) {
+          const DocumentView d = parsed(old_);
+          current_id_ = st.id;
+          entries_for(d, st.id, old_entries_, false);
+          stale = !(old_entries_.has[i] && old_entries_.keys[i] == st.entry);
+        }
+        if (!stale) continue;
+        current_id_ = st.id;
+        change(s, [&](Slot& x) {
+          if (x.tree) {
+            x.tree->erase(st.entry);
+          } else {
+            x.hash->remove(st.entry, st.id);
+          }
+        });
+      }
+    }
+  }
+
+  void rebuild_locked() {
+    // The whole indexes store goes (and with it what dropped indexes or a
+    // crash left behind), then each index is filled again.
+    for (const auto& s : slots_) s->broken.store(true, std::memory_order_relaxed);
+    indexes_->clear();
+    for (const auto& s : slots_) {
+      if (s->tree) s->tree->load();
+      backfill(*s);
+    }
+  }
+
+  void rebuild_slot(Slot& s) {
+    clear_records(s);
+    if (s.tree) s.tree->load();
+    backfill(s);
+  }
+
+  /// Removes every record of the slot's index.
+  void clear_records(Slot& s) {
+    const std::string& prefix = s.tree ? s.tree->prefix() : s.hash->prefix();
+    indexes_->for_each_key([&](std::string_view k) {
+      if (k.substr(0, prefix.size()) == prefix) indexes_->remove(k);
+    });
+  }
+
+  /// Fills the slot's index from every document (the slot is broken, or
+  /// not yet published: no reader uses it meanwhile).
+  void backfill(Slot& s) {
+    s.broken.store(true, std::memory_order_relaxed);
+    Entries one;
+    std::vector<Slot*> only{&s};
+    Cursor cursor;
+    std::string key;
+    while (!cursor.done()) {
+      docs_->scan(cursor, 256, [&](std::string_view k, std::string_view v) {
+        if (k.size() != 9 || k[0] != '\x01') return;
+        const DocId id = read_be64(k.data() + 1);
+        const std::optional<DocumentView> d = DocumentView::parse(v);
+        if (!d) throw Error(Errc::corrupt_file, "offheap: document " + std::to_string(id) + " is damaged");
+        const std::optional<ValueView> val = d->get(s.info.field);
+        if (!val) return;
+        okey_.clear();
+        append_ordered_key(*val, okey_);
+        const SeqWriteScope w(s.version());
+        if (s.tree) {
+          if (okey_.size() > kMaxOrderedKey) {
+            throw Error(Errc::invalid_argument, "offheap: document " + std::to_string(id) + "'s field '" +
+                                                    s.info.field + "' is too long for an ordered index (" +
+                                                    std::to_string(okey_.size()) + " bytes of key; at most " +
+                                                    std::to_string(kMaxOrderedKey) + ")");
+          }
+          key.assign(okey_);
+          append_be64(key, id);
+          s.tree->insert(key);
+        } else {
+          s.hash->bucket_key(okey_, key);
+          s.hash->add(key, id);
+        }
+      });
+    }
+    s.broken.store(false, std::memory_order_relaxed);
+  }
+
+  /// After an unclean close: the document count and the highest id.
+  void recount() {
+    std::uint64_t n = 0;
+    DocId top = 0;
+    docs_->for_each_key([&](std::string_view k) {
+      if (k.size() != 9 || k[0] != '\x01') return;
+      ++n;
+      top = std::max(top, read_be64(k.data() + 1));
+    });
+    count_.store(n, std::memory_order_relaxed);
+    next_id_ = std::max(reserved_, top + 1);
+    reserved_ = next_id_;
+  }
+
+ protected:
+  std::unique_ptr<Store> docs_, indexes_;
+  mutable std::shared_mutex registry_;  // slots_ for readers (writers change it under writer_ too)
+  std::vector<std::shared_ptr<Slot>> slots_;
+  mutable std::mutex stale_mutex_;
+  mutable std::vector<Stale> stale_;
+  mutable std::atomic<bool> stale_waiting_{false};
+
+ private:
+  std::atomic<std::uint64_t> count_{0};
+  DocId next_id_ = 1, reserved_ = 1;
+  std::uint32_t next_index_ = 1;
+  bool read_only_ = false, closed_ = false;
+  // The writer's scratch.
+  std::string enc_, old_, okey_;
+  Entries new_, old_entries_;
+  DocId current_id_ = 0;
+};
+
+}  // namespace offheap::detail

@@ -4,6 +4,7 @@
 // path is run after warm-up with the count watched. A second test checks
 // with mallinfo2 that the heap does not grow as records are added.
 #include <offheap/offheap.hpp>
+#include <offheap/document/collection.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -441,4 +442,49 @@ TEST_CASE("writes with TTLs, their reads and the timing wheel's expiries allocat
   }
   CHECK(hits == 3 * (kKeys + kKeys / 2 + kKeys / 4));
   CHECK(store.stats().expirations == 4 * kKeys);
+}
+
+TEST_CASE("a collection's writes with indexes, reads and queries allocate nothing after warm-up",
+          "[alloc][collection]") {
+  offheap::Options o;
+  o.background_maintenance = false;
+  offheap::Collection c(o);
+  c.create_index("city", offheap::IndexKind::hash);
+  c.create_index("score", offheap::IndexKind::ordered);
+  c.create_index("name", offheap::IndexKind::ordered);
+  constexpr std::int64_t kDocs = 20000;
+  // Documents built before the measure (building one allocates: it is the
+  // caller's object); two versions of each, so that updates move entries.
+  std::vector<offheap::Document> docs[2];
+  for (int v = 0; v < 2; ++v) {
+    for (std::int64_t i = 0; i < kDocs; ++i) {
+      docs[v].push_back(offheap::Document{{"city", "city-" + std::to_string((i + v) % 97)},
+                                          {"score", (i * 7919 + v * 13) % 100000},
+                                          {"name", "person-" + std::to_string(i)}});
+    }
+  }
+  const offheap::Value city("city-5"), low(1000), high(1500);
+  offheap::Range range;
+  range.low = low;
+  range.high = high;
+  std::uint64_t seen = 0;
+  auto round = [&](int v) {
+    for (std::int64_t i = 0; i < kDocs; ++i) c.insert(static_cast<offheap::DocId>(i + 1), docs[v][static_cast<std::size_t>(i)]);
+    for (std::int64_t i = 0; i < kDocs; ++i) c.update(static_cast<offheap::DocId>(i + 1), docs[1 - v][static_cast<std::size_t>(i)]);
+    for (std::int64_t i = 0; i < kDocs; i += 7) {
+      seen += c.read(static_cast<offheap::DocId>(i + 1), [](const offheap::DocumentView& d) { return d.size(); }).value_or(0);
+    }
+    for (int q = 0; q < 50; ++q) {
+      seen += c.find("city", city, [](offheap::DocId, const offheap::DocumentView&) {});
+      seen += c.find_range("score", range, [](offheap::DocId, const offheap::DocumentView&) {});
+      seen += c.find_prefix("name", "person-12", [](offheap::DocId, const offheap::DocumentView&) {});
+    }
+    for (std::int64_t i = 0; i < kDocs; ++i) c.remove(static_cast<offheap::DocId>(i + 1));
+  };
+  round(0);  // warm-up: buffers and the stores' structures at their size
+  round(1);
+  for (int v = 0; v < 2; ++v) CHECK(allocations_of([&] { round(v); }) == 0);
+  CHECK(c.size() == 0);
+  CHECK(seen > 0);
+  CHECK(c.verify().empty());
 }

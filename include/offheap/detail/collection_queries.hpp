@@ -41,7 +41,8 @@ class CollectionQueries : public CollectionState {
       }
       return n;
     }
-    TreeBound from{b.okey, true, false};
+    TreeBound& from = b.from;
+    set_bound(from, b.okey, true);
     const std::size_t klen = b.okey.size();
     return walk_entries(*slot, from, false, SIZE_MAX, b, emit, [&](std::string_view e) {
       return e.size() == klen + 8 && e.substr(0, klen) == std::string_view(b.okey);
@@ -56,14 +57,19 @@ class CollectionQueries : public CollectionState {
     ReadScratch sc;
     QueryBuffers& b = *sc;
     // Bounds on the entries (ordered key + 8-byte id): lo and hi, each
-    // inclusive or not, or open. b.okey holds lo's key, b.okey2 hi's.
-    TreeBound lo{"", true, true}, hi{"", true, true};
+    // inclusive or not, or open.
+    TreeBound& lo = b.lo;
+    TreeBound& hi = b.hi;
+    lo.key.clear();
+    hi.key.clear();
+    lo.inclusive = hi.inclusive = true;
+    lo.unbounded = hi.unbounded = true;
     if (prefix != nullptr) {
       lo.unbounded = hi.unbounded = false;
       lo.key.push_back(static_cast<char>(static_cast<unsigned char>(FieldType::string) + 1));
       detail::doc::append_escaped(*prefix, lo.key);
       lo.key.resize(lo.key.size() - 2);  // (no terminator: any continuation)
-      hi.key = lo.key;
+      hi.key.assign(lo.key);
       hi.key.append(OrderedTree::kMaxKeyBytes + 1, '\xFF');  // past every entry that begins with lo
     } else {
       if (r.low) {
@@ -80,9 +86,11 @@ class CollectionQueries : public CollectionState {
       }
       // One bound: the range stays within its type.
       if (r.low && !r.high) {
-        hi = TreeBound{std::string(1, static_cast<char>(static_cast<unsigned char>(r.low->type()) + 2)), false, false};
+        set_bound(hi, std::string_view(), false);
+        hi.key.push_back(static_cast<char>(static_cast<unsigned char>(r.low->type()) + 2));
       } else if (r.high && !r.low) {
-        lo = TreeBound{std::string(1, static_cast<char>(static_cast<unsigned char>(r.high->type()) + 1)), true, false};
+        set_bound(lo, std::string_view(), true);
+        lo.key.push_back(static_cast<char>(static_cast<unsigned char>(r.high->type()) + 1));
       }
     }
     const std::string_view pfx = prefix != nullptr ? std::string_view(lo.key) : std::string_view();
@@ -96,7 +104,9 @@ class CollectionQueries : public CollectionState {
       const int c = e.compare(hi.key);
       return c < 0 || (c == 0 && hi.inclusive);
     };
-    TreeBound from = r.descending ? hi : lo;
+    TreeBound& from = b.from;
+    set_bound(from, (r.descending ? hi : lo).key, (r.descending ? hi : lo).inclusive);
+    from.unbounded = (r.descending ? hi : lo).unbounded;
     auto in_range = [&](std::string_view e) {
       if (prefix != nullptr) return e.substr(0, pfx.size()) == pfx;
       return r.descending ? above_lo(e) : below_hi(e);
@@ -198,6 +208,11 @@ class CollectionQueries : public CollectionState {
   }
 
  private:
+  static void set_bound(TreeBound& b, std::string_view key, bool inclusive) {
+    b.key.assign(key);
+    b.inclusive = inclusive;
+    b.unbounded = false;
+  }
   [[noreturn]] static void no_index(std::string_view field, const char* call, const char* kinds) {
     throw Error(Errc::invalid_argument, "offheap: " + std::string(call) + " on field '" + std::string(field) +
                                             "', which has no " + kinds + " index (create_index() first)");

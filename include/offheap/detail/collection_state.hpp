@@ -57,6 +57,7 @@ struct QueryBuffers {
   std::vector<std::uint32_t> batch_ends;
   std::vector<std::uint64_t> ids;
   TreeBuffers tree;
+  TreeBound lo, hi, from;
 };
 class ReadScratch {
  public:

@@ -234,7 +234,8 @@ class OrderedTree {
     const std::uint64_t prev = read_le64(n.data() + 3), next = read_le64(n.data() + 11);
     if (prev != 0) relink(prev, 11, next);
     if (next != 0) relink(next, 3, prev);
-    store_.remove(node_key(id));
+    set_key(id);
+    store_.remove(key_);
     remove_child();
     return true;
   }
@@ -296,9 +297,12 @@ class OrderedTree {
     append_be64(k, id);
     return k;
   }
-  void put_node(std::uint64_t id, std::string_view bytes) {
+  void set_key(std::uint64_t id) {
     key_.assign(prefix_);
     append_be64(key_, id);
+  }
+  void put_node(std::uint64_t id, std::string_view bytes) {
+    set_key(id);
     store_.put(key_, bytes);
   }
   void save_meta() {
@@ -306,7 +310,8 @@ class OrderedTree {
     write_le64(m, root_.load(std::memory_order_relaxed));
     write_le64(m + 8, next_node_);
     std::memcpy(m + 16, &height_, 4);
-    store_.put(node_key(0), std::string_view(m, 20));
+    set_key(0);
+    store_.put(key_, std::string_view(m, 20));
   }
   static void leaf_header(std::string& n, std::uint64_t prev, std::uint64_t next) {
     n.push_back(static_cast<char>(TreeNode::kLeaf));
@@ -371,24 +376,27 @@ class OrderedTree {
   /// w_ holds leaf `id`, one entry too big: its upper half goes to a new
   /// leaf linked after it, whose first key goes up to the parent.
   void split_leaf(std::uint64_t id) {
-    const std::string full = w_.bytes;  // (a split is rare: one node's copy)
-    TreeNode node;
+    std::string& full = split_.bytes;  // (the writer's buffers: no allocation once warm)
+    full.assign(w_.bytes);
+    TreeNode& node = split_.node;
     (void)node.parse(full);
     const std::size_t mid = split_point(node, full.size());
     const std::uint64_t right = next_node_++;
     const std::uint64_t next = node.next();
-    std::string r;
+    std::string& r = right_;
+    r.clear();
     leaf_header(r, id, next);
     r.append(full, node.begin_of(mid), std::string::npos);
     set_count(r, node.size() - mid);
-    std::string l = full.substr(0, node.begin_of(mid));
+    std::string& l = left_;
+    l.assign(full, 0, node.begin_of(mid));
     set_count(l, mid);
     write_le64(l.data() + 11, right);
-    const std::string sep(node.key(mid));
+    sep_.assign(node.key(mid));
     put_node(right, r);
     put_node(id, l);
     if (next != 0) relink(next, 3, right);
-    insert_up(id, sep, right);
+    insert_up(id, sep_, right);
   }
 
   /// The entry where a node of `total` bytes splits: the first past half.
@@ -404,7 +412,8 @@ class OrderedTree {
   void insert_up(std::uint64_t left, const std::string& sep, std::uint64_t right) {
     if (path_.empty()) {
       const std::uint64_t id = next_node_++;
-      std::string n;
+      std::string& n = right_;
+      n.clear();
       internal_header(n, left);
       append_entry(n, sep, &right);
       set_count(n, 1);
@@ -427,22 +436,25 @@ class OrderedTree {
       save_meta();  // next_node_ moved (ids are never reused)
       return;
     }
-    const std::string full = n;
-    TreeNode node;
+    std::string& full = split_.bytes;
+    full.assign(n);
+    TreeNode& node = split_.node;
     (void)node.parse(full);
     const std::size_t mid = split_point(node, full.size());
     // Entry mid's key goes up; its child becomes the new node's child 0.
-    const std::string up(node.key(mid));
+    sep_.assign(node.key(mid));
     const std::uint64_t new_id = next_node_++;
-    std::string r;
+    std::string& r = right_;
+    r.clear();
     internal_header(r, node.child(mid + 1));
     r.append(full, node.begin_of(mid + 1), std::string::npos);
     set_count(r, node.size() - mid - 1);
-    std::string l = full.substr(0, node.begin_of(mid));
+    std::string& l = left_;
+    l.assign(full, 0, node.begin_of(mid));
     set_count(l, mid);
     put_node(new_id, r);
     put_node(pid, l);
-    insert_up(pid, up, new_id);
+    insert_up(pid, sep_, new_id);
   }
   /// The leaf (or node) the path's last step leads to went away: its
   /// parent drops that child (and goes too if it had no other).
@@ -454,7 +466,8 @@ class OrderedTree {
       std::string& n = w_.bytes;
       const TreeNode& node = w_.node;
       if (node.size() == 0) {  // its only child went: so does it
-        store_.remove(node_key(pid));
+        set_key(pid);
+        store_.remove(key_);
         continue;
       }
       if (ci == 0) {
@@ -485,7 +498,8 @@ class OrderedTree {
       if (w_.node.leaf() || w_.node.size() != 0) break;
       root_.store(w_.node.child(0), std::memory_order_relaxed);
       --height_;
-      store_.remove(node_key(r));
+      set_key(r);
+      store_.remove(key_);
       changed = true;
     }
     if (changed) save_meta();
@@ -504,7 +518,8 @@ class OrderedTree {
   std::uint32_t height_ = 0;
   // The writer's scratch.
   TreeBuffers w_;
-  std::string key_, entry_;
+  std::string key_, entry_, right_, left_, sep_;
+  TreeBuffers split_;
   std::vector<Step> path_;
   std::uint64_t leaf_id_ = 0;
 };

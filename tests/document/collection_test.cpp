@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -319,4 +320,27 @@ TEST_CASE("Queries beside a writer return only documents that match, each whole"
   stop = true;
   writer.join();
   REQUIRE(c.verify().empty());
+}
+
+TEST_CASE("A collection whose indexes directory was lost or replaced rebuilds it at open", "[document][collection]") {
+  offheap_test::TempDir dir;
+  {
+    Collection c(in_dir(dir));
+    c.create_index("k", IndexKind::ordered);
+    c.create_index("h", IndexKind::hash);
+    for (int i = 0; i < 300; ++i) c.insert(Document{{"k", i}, {"h", i % 7}});
+  }
+  std::filesystem::remove_all(dir / "people" / "indexes");
+  {
+    Collection c(in_dir(dir));  // clean, but its indexes are gone: rebuilt
+    REQUIRE(ids_of(c, "h", 3).size() == 43);
+    Range r;
+    r.low = 10;
+    r.high = 19;
+    REQUIRE(range_ids(c, "k", r).size() == 10);
+    REQUIRE(c.verify().empty());
+  }
+  Collection c(in_dir(dir));
+  REQUIRE(c.verify().empty());
+  REQUIRE(ids_of(c, "h", 3).size() == 43);
 }

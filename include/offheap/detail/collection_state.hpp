@@ -9,8 +9,12 @@
 //   [2..9]    ids below this are handed out or reserved (u64 LE)
 //   [10..17]  documents (u64 LE; trusted only when clean)
 //   [18..21]  the next index number (u32 LE; numbers are never reused)
-//   [22..25]  index count (u32 LE), then per index: number (u32 LE), kind
-//             (u8), field name length (u16 LE), name
+//   [22..25]  index count (u32 LE)
+//   [26..33]  records in the indexes store (u64 LE; written at a clean
+//             close: an open that finds another count, say a lost or
+//             replaced indexes directory, rebuilds them)
+//   then per index: number (u32 LE), kind (u8), field name length (u16
+//   LE), name
 // Documents: "\x01" + the id (big-endian u64), the encoded document.
 // An index numbered n keeps its records in the indexes store under the
 // prefix be32(n) + 'o' (ordered) or 'h' (hash).
@@ -311,6 +315,7 @@ class CollectionState {
     closed_ = true;
     if (!read_only_) {
       // The indexes reach the disk before the mark that trusts them.
+      index_records_ = indexes_->size();
       indexes_->close();
       save_meta(true);
     }
@@ -336,6 +341,7 @@ class CollectionState {
   static constexpr std::string_view meta_key() noexcept { return {kMetaKey, sizeof kMetaKey - 1}; }
   static constexpr std::uint8_t kFormat = 0xC1;
   static constexpr std::uint64_t kIdBlock = 4096;
+  static constexpr std::size_t kMetaHeader = 34;
 
   static Options sub_options(const Options& o, const char* sub) {
     Options s = o;
@@ -388,8 +394,8 @@ class CollectionState {
       throw Error(Errc::format_version, "offheap: a collection of another format (its record begins with " +
                                            std::to_string(m.empty() ? 0 : static_cast<unsigned char>(m[0])) + ")");
     }
-    if (m.size() < 26) throw bad();
-    const bool clean = m[1] == 1;
+    if (m.size() < kMetaHeader) throw bad();
+    bool clean = m[1] == 1;
     reserved_ = read_le64(m.data() + 2);
     next_id_ = reserved_;  // (a clean close records the next id itself)
     count_.store(read_le64(m.data() + 10), std::memory_order_relaxed);
@@ -397,7 +403,8 @@ class CollectionState {
     std::memcpy(&n, m.data() + 18, 4);
     std::memcpy(&count, m.data() + 22, 4);
     next_index_ = n;
-    std::size_t pos = 26;
+    if (clean && read_le64(m.data() + 26) != indexes_->size()) clean = false;
+    std::size_t pos = kMetaHeader;
     for (std::uint32_t i = 0; i < count; ++i) {
       if (m.size() - pos < 7) throw bad();
       std::uint32_t number;
@@ -417,7 +424,7 @@ class CollectionState {
   }
 
   void save_meta(bool clean) {
-    std::string m(26, '\0');
+    std::string m(kMetaHeader, '\0');
     m[0] = static_cast<char>(kFormat);
     m[1] = clean ? 1 : 0;
     write_le64(m.data() + 2, clean ? next_id_ : reserved_);
@@ -425,6 +432,7 @@ class CollectionState {
     std::memcpy(m.data() + 18, &next_index_, 4);
     const auto n = static_cast<std::uint32_t>(slots_.size());
     std::memcpy(m.data() + 22, &n, 4);
+    write_le64(m.data() + 26, clean ? index_records_ : 0);
     for (const auto& s : slots_) {
       char h[7];
       std::memcpy(h, &s->number, 4);
@@ -675,6 +683,7 @@ class CollectionState {
   std::string enc_, old_, okey_;
   Entries new_, old_entries_;
   DocId current_id_ = 0;
+  std::uint64_t index_records_ = 0;  // the indexes store's, at close
 };
 
 }  // namespace offheap::detail

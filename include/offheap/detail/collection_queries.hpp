@@ -283,7 +283,7 @@ class CollectionQueries : public CollectionState {
         }
         b.batch.append(e);
         b.batch_ends.push_back(static_cast<std::uint32_t>(b.batch.size()));
-        full = b.batch_ends.size() == 64;
+        full = b.batch_ends.size() == std::min<std::size_t>(64, limit - n);  // (a small limit reads no further)
         return !full;
       };
       if (!walk_tree(*s.tree, from, descending, take, b.tree, 3)) {

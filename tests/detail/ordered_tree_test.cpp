@@ -256,3 +256,45 @@ TEST_CASE("A walk of an ordered tree that writers change under it skips and repe
   INFO("walks that gave up after 3 restarts and went on locked: " << gave_up);
   SUCCEED();
 }
+
+TEST_CASE("A walk of an ordered tree whose leaf chain loops or is out of order reports damage, never loops",
+          "[ordered_tree]") {
+  offheap::Store store(anonymous());
+  OrderedTree tree(store, "t");
+  tree.begin_write();
+  for (int i = 0; i < 3000; ++i) tree.insert("key-" + std::to_string(1000000 + i));
+  tree.end_write();
+  REQUIRE(tree.height() >= 2);
+  TreeBuffers b;
+  // The last leaf's next: back to the first one.
+  REQUIRE(tree.seek_leaf(std::string(OrderedTree::kMaxKeyBytes + 1, '\xFF'), b));
+  std::uint64_t first_id = 0;
+  {
+    TreeBuffers f;
+    REQUIRE(tree.seek_leaf("", f));
+    // (The first leaf's id: the one whose prev is 0, found from the second leaf's prev.)
+    REQUIRE(tree.read_node(f.node.next(), f));
+    first_id = f.node.prev();
+  }
+  std::string bytes = b.bytes;
+  offheap::detail::write_le64(bytes.data() + 11, first_id);
+  // The last leaf's own id: the one the previous leaf's next names.
+  TreeBuffers p;
+  REQUIRE(tree.read_node(b.node.prev(), p));
+  const std::uint64_t last_id = p.node.next();
+  std::string key = "t";
+  offheap::detail::append_be64(key, last_id);
+  store.put(key, bytes);
+  for (const bool descending : {false, true}) {
+    TreeBound from{"", true, true};
+    std::size_t n = 0;
+    try {
+      offheap::detail::walk_tree(tree, from, descending, [&](std::string_view) { return ++n < 100000; }, b, 3);
+      if (descending) SUCCEED("the prev chain is intact: walked to its end");
+      else FAIL("a looping chain walked without an error");
+    } catch (const offheap::Error& e) {
+      REQUIRE(e.code() == offheap::Errc::corrupt_file);
+      REQUIRE(n == 3000);  // every key once, then the loop found
+    }
+  }
+}

@@ -344,3 +344,62 @@ TEST_CASE("A collection whose indexes directory was lost or replaced rebuilds it
   REQUIRE(c.verify().empty());
   REQUIRE(ids_of(c, "h", 3).size() == 43);
 }
+
+TEST_CASE("A collection's ids stay in range, skip taken ones, and a failed write leaves no duplicate entry",
+          "[document][collection]") {
+  offheap::Options o;
+  o.max_chunk_bytes = 1 << 20;
+  Collection c(o);
+  c.create_index("f", IndexKind::hash);
+  c.create_index("g", IndexKind::ordered);
+  REQUIRE(c.insert(Document{{"f", 1}}) == 1);
+  REQUIRE(c.insert(3, Document{{"f", 1}}));
+  REQUIRE(c.insert(Document{{"f", 1}}) == 4);  // above the id given
+  REQUIRE(c.insert(2, Document{{"f", 1}}));    // below: free, taken
+  REQUIRE_THROWS_AS(c.insert(Collection::kMaxId + 1, Document{}), offheap::Error);
+  REQUIRE_THROWS_AS(c.insert(0, Document{}), offheap::Error);
+  REQUIRE_FALSE(c.remove(0));
+  REQUIRE_FALSE(c.update(Collection::kNoId, Document{}));
+  REQUIRE(c.insert(Collection::kMaxId, Document{{"f", 1}}));
+  try {
+    c.insert(Document{});
+    FAIL("an id past kMaxId");
+  } catch (const offheap::Error& e) {
+    REQUIRE(e.code() == offheap::Errc::out_of_space);
+  }
+  // An update whose document the store refuses: the entries it added go
+  // again, so the next answers hold each document once.
+  const std::string big(2 << 20, 'b');
+  REQUIRE_THROWS_AS(c.update(1, Document{{"f", 2}, {"g", 5}, {"big", big}}), offheap::Error);
+  REQUIRE(c.get(1) == Document{{"f", 1}});
+  REQUIRE(c.update(1, Document{{"f", 2}, {"g", 5}}));
+  REQUIRE(ids_of(c, "f", 2) == std::vector<DocId>{1});
+  REQUIRE(ids_of(c, "g", 5) == std::vector<DocId>{1});
+  REQUIRE(c.verify().empty());
+}
+
+TEST_CASE("A collection refuses options that would act on its own records, and nested writer locks are refused, "
+          "not deadlocked", "[document][collection]") {
+  offheap::Options ttl;
+  ttl.default_ttl = std::chrono::seconds(10);
+  REQUIRE_THROWS_AS(Collection(ttl), offheap::Error);
+  offheap::Options heard;
+  heard.on_removal = [](std::string_view, std::string_view, offheap::RemovalCause) {};
+  REQUIRE_THROWS_AS(Collection(heard), offheap::Error);
+  offheap::Options o;
+  Collection a(o), b(o);
+  const DocId id = a.insert(Document{{"n", 1}});
+  bool refused = false;
+  a.modify(id, [&](Document& d) {
+    b.insert(Document{{"from", "a's modify"}});  // another collection: fine
+    try {
+      a.insert(Document{});
+    } catch (const offheap::Error& e) {
+      refused = e.code() == offheap::Errc::invalid_argument;
+    }
+    d.set("n", 2);
+  });
+  REQUIRE(refused);
+  REQUIRE(b.size() == 1);
+  REQUIRE(a.get(id) == Document{{"n", 2}});
+}

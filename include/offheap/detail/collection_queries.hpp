@@ -22,17 +22,19 @@ class CollectionQueries : public CollectionState {
   template <class Emit>
   std::size_t find_equal(std::string_view field, const Value& value, Emit&& emit) const {
     const std::shared_ptr<Slot> slot = find_slot(field, IndexKind::hash, true);
-    if (!slot) no_index(field, "find()", "a hash or an ordered");
+    if (!slot) no_index(field, "find()", "a hash or ordered");
     ReadScratch sc;
     QueryBuffers& b = *sc;
     b.okey.clear();
     append_ordered_key(value, b.okey);
     if (slot->hash) {
-      checked(*slot);
       slot->hash->bucket_key(b.okey, b.bucket);
-      if (!slot->hash->collect(b.bucket, b.ids, b.key, b.doc, 3)) {
-        locked([&] { (void)slot->hash->collect(b.bucket, b.ids, b.key, b.doc, 0); });
-      }
+      do {
+        checked(*slot);
+        if (!slot->hash->collect(b.bucket, b.ids, b.key, b.doc, 3)) {
+          locked([&] { (void)slot->hash->collect(b.bucket, b.ids, b.key, b.doc, 0); });
+        }
+      } while (slot->broken.load(std::memory_order_relaxed));  // (gathered while rebuilt: again)
       std::size_t n = 0;
       for (const DocId id : b.ids) {
         const int r = check_and_emit(*slot, b.bucket, b.okey, id, b, emit);
@@ -124,7 +126,7 @@ class CollectionQueries : public CollectionState {
       docs().scan(cursor, 256, [&](std::string_view k, std::string_view v) {
         if (k.size() != 9 || k[0] != '\x01') return true;
         const std::optional<DocumentView> d = DocumentView::parse(v);
-        if (!d) throw Error(Errc::corrupt_file, "offheap: a collection's document record is damaged");
+        if (!d) throw Error(Errc::corrupt_file, "collection: a collection's document record is damaged");
         go = fn(read_be64(k.data() + 1), *d);
         return go;
       });
@@ -214,13 +216,22 @@ class CollectionQueries : public CollectionState {
     b.unbounded = false;
   }
   [[noreturn]] static void no_index(std::string_view field, const char* call, const char* kinds) {
-    throw Error(Errc::invalid_argument, "offheap: " + std::string(call) + " on field '" + std::string(field) +
-                                            "', which has no " + kinds + " index (create_index() first)");
+    throw Error(Errc::invalid_argument, "collection: " + std::string(call) + " on field '" + std::string(field) +
+                                            "', which needs " + kinds + " index and has none (create_index() first)");
   }
-  static void checked(const Slot& s) {
+  /// An index being rebuilt (or dropped) is waited for under the writer
+  /// lock; one still broken after it (a write failed inside it, its
+  /// rebuild too) or dropped is refused.
+  void checked(const Slot& s) const {
+    if (!s.broken.load(std::memory_order_relaxed)) [[likely]] return;
+    locked([] {});
+    if (s.dropped.load(std::memory_order_relaxed)) {
+      throw Error(Errc::invalid_argument, "collection: the " + std::string(to_string(s.info.kind)) + " index on '" +
+                                              s.info.field + "' was dropped during the query");
+    }
     if (s.broken.load(std::memory_order_relaxed)) {
-      throw Error(Errc::io_error, "offheap: the " + std::string(to_string(s.info.kind)) + " index on '" +
-                                      s.info.field + "' is being rebuilt after a write failed inside it (the next "
+      throw Error(Errc::io_error, "collection: the " + std::string(to_string(s.info.kind)) + " index on '" +
+                                      s.info.field + "' is incomplete after a write failed inside it (the next "
                                       "write rebuilds it)");
     }
   }
@@ -253,7 +264,7 @@ class CollectionQueries : public CollectionState {
       return 0;
     }
     const std::optional<DocumentView> d = DocumentView::parse(b.doc);
-    if (!d) throw Error(Errc::corrupt_file, "offheap: document " + std::to_string(id) + " is damaged");
+    if (!d) throw Error(Errc::corrupt_file, "collection: document " + std::to_string(id) + " is damaged");
     const std::optional<ValueView> v = d->get(s.info.field);
     b.okey2.clear();
     if (v) append_ordered_key(*v, b.okey2);
@@ -286,14 +297,26 @@ class CollectionQueries : public CollectionState {
         full = b.batch_ends.size() == std::min<std::size_t>(64, limit - n);  // (a small limit reads no further)
         return !full;
       };
+      b.resume = from;  // (a batch gathered while the index was rebuilt is gathered again)
       if (!walk_tree(*s.tree, from, descending, take, b.tree, 3)) {
         locked([&] { (void)walk_tree(*s.tree, from, descending, take, b.tree, 0); });
+      }
+      // The walk's last stable() check orders this load after the flag a
+      // rebuild or a drop sets before its first change (seq_version.hpp).
+      if (s.broken.load(std::memory_order_relaxed)) {
+        from = b.resume;
+        ended = false;
+        continue;  // checked() waits for the rebuild (or refuses)
       }
       if (!full) ended = true;  // (the tree ended, or the range did)
       std::uint32_t start = 0;
       for (const std::uint32_t end : b.batch_ends) {
         const std::string_view e(b.batch.data() + start, end - start);
         start = end;
+        if (e.size() < 9) {
+          throw Error(Errc::corrupt_file, "collection: the ordered index on '" + s.info.field +
+                                              "' holds an entry too short to name a document (damaged)");
+        }
         const int r = check_and_emit(s, e, e.substr(0, e.size() - 8), read_be64(e.data() + e.size() - 8), b, emit);
         if (r < 0) return n;
         n += static_cast<std::size_t>(r);

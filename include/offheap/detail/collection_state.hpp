@@ -61,7 +61,7 @@ struct QueryBuffers {
   std::vector<std::uint32_t> batch_ends;
   std::vector<std::uint64_t> ids;
   TreeBuffers tree;
-  TreeBound lo, hi, from;
+  TreeBound lo, hi, from, resume;
 };
 class ReadScratch {
  public:
@@ -97,6 +97,8 @@ inline thread_local const void* t_collection_writer = nullptr;
 class CollectionState {
  public:
   static constexpr DocId kNoId = ~DocId{0};
+  /// Ids are 1 .. kMaxId (explicit ones too): no counter wraps.
+  static constexpr DocId kMaxId = (DocId{1} << 62) - 1;
   /// The longest ordered key an ordered index takes (the tree's key less
   /// the id after it).
   static constexpr std::size_t kMaxOrderedKey = OrderedTree::kMaxKeyBytes - 8;
@@ -108,14 +110,15 @@ class CollectionState {
     explicit WriterLock(const CollectionState& c) : c_(c) {
       if (t_collection_writer == &c) {
         throw Error(Errc::invalid_argument,
-                    "offheap: a collection written from inside its own modify() function, which runs under "
+                    "collection: a collection written from inside its own modify() function, which runs under "
                     "its writer lock");
       }
       c.writer_.lock();
+      outer_ = t_collection_writer;  // (another collection's, held around this one)
       t_collection_writer = &c;
     }
     ~WriterLock() {
-      t_collection_writer = nullptr;
+      t_collection_writer = outer_;
       c_.writer_.unlock();
     }
     WriterLock(const WriterLock&) = delete;
@@ -123,6 +126,7 @@ class CollectionState {
 
    private:
     const CollectionState& c_;
+    const void* outer_ = nullptr;
   };
 
   struct Slot {
@@ -130,7 +134,8 @@ class CollectionState {
     std::uint32_t number = 0;
     std::unique_ptr<OrderedTree> tree;   // ordered
     std::unique_ptr<HashPostings> hash;  // hash
-    std::atomic<bool> broken{false};     // a write failed inside: rebuilt before the next write
+    std::atomic<bool> broken{false};     // a write failed inside, or a rebuild is under way: readers wait
+    std::atomic<bool> dropped{false};    // drop_index() took it
     SeqVersion& version() noexcept { return tree ? tree->version() : hash->version(); }
   };
 
@@ -146,7 +151,7 @@ class CollectionState {
   /// both stores and their directories: the same directory may then be
   /// opened again).
   Store& docs() const {
-    if (!docs_) [[unlikely]] throw Error(Errc::closed, "offheap: a read of a closed collection");
+    if (!docs_) [[unlikely]] throw Error(Errc::closed, "collection: a read of a closed collection");
     return *docs_;
   }
 
@@ -160,8 +165,12 @@ class CollectionState {
     for (int i = 8; i >= 1; --i, id >>= 8) k.b[i] = static_cast<char>(id & 0xFF);
     return k;
   }
+  static bool valid_id(DocId id) noexcept { return id != 0 && id <= kMaxId; }
   static void check_id(DocId id) {
-    if (id == kNoId) throw Error(Errc::invalid_argument, "offheap: a collection's document id may not be kNoId");
+    if (id == 0 || id > kMaxId) {
+      throw Error(Errc::invalid_argument, "collection: a collection's document ids are 1 to 2^62-1 (got " +
+                                              std::to_string(id) + ")");
+    }
   }
 
   std::uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
@@ -212,7 +221,12 @@ class CollectionState {
     // New entries first, then the document, then the old entries: the
     // index never misses the document (collection.hpp).
     add_entries(&old_entries_);
-    docs_->put(doc_key(id), enc_);
+    try {
+      docs_->put(doc_key(id), enc_);
+    } catch (...) {
+      remove_entries(new_, &old_entries_);  // best effort, as in write_new
+      throw;
+    }
     remove_entries(old_entries_, &new_);
     return true;
   }
@@ -221,9 +235,16 @@ class CollectionState {
     const WriterLock g(*this);
     before_write();
     if (!docs_->get(doc_key(id), old_)) return false;
-    const DocumentView before = parsed(old_);
+    const std::optional<DocumentView> before = DocumentView::parse(old_);
+    if (!before) {
+      // A record that is not a document (damage): it goes; entries that
+      // led to it are stale, skipped by queries.
+      docs_->remove(doc_key(id));
+      count_.fetch_sub(1, std::memory_order_relaxed);
+      return true;
+    }
     current_id_ = id;
-    entries_for(before, id, old_entries_, false);
+    entries_for(*before, id, old_entries_, false);
     docs_->remove(doc_key(id));
     count_.fetch_sub(1, std::memory_order_relaxed);
     remove_entries(old_entries_);
@@ -234,10 +255,10 @@ class CollectionState {
 
   bool add_index(std::string_view field, IndexKind kind) {
     if (field.empty() || field.size() > 65535) {
-      throw Error(Errc::invalid_argument, "offheap: an index's field name must be 1 to 65,535 bytes");
+      throw Error(Errc::invalid_argument, "collection: an index's field name must be 1 to 65,535 bytes");
     }
     if (kind != IndexKind::hash && kind != IndexKind::ordered) {
-      throw Error(Errc::invalid_argument, "offheap: an unknown IndexKind");
+      throw Error(Errc::invalid_argument, "collection: an unknown IndexKind");
     }
     const WriterLock g(*this);
     before_write();
@@ -262,6 +283,8 @@ class CollectionState {
       std::erase(slots_, slot);
     }
     save_meta(false);
+    slot->dropped.store(true, std::memory_order_relaxed);
+    begin_change(*slot);
     clear_records(*slot);  // (a crash before it ends leaves records no index names: cleared at the next open)
     return true;
   }
@@ -317,7 +340,11 @@ class CollectionState {
       // The indexes reach the disk before the mark that trusts them.
       index_records_ = indexes_->size();
       indexes_->close();
-      save_meta(true);
+      // An index a failed write left broken is not trusted: the next open
+      // rebuilds it.
+      bool broken = false;
+      for (const auto& sl : slots_) broken = broken || sl->broken.load(std::memory_order_relaxed);
+      save_meta(!broken);
     }
     docs_->close();
     indexes_.reset();
@@ -352,11 +379,21 @@ class CollectionState {
 
   static DocumentView parsed(const std::string& bytes) {
     std::optional<DocumentView> v = DocumentView::parse(bytes);
-    if (!v) throw Error(Errc::corrupt_file, "offheap: a collection's record is not a whole document");
+    if (!v) throw Error(Errc::corrupt_file, "collection: a collection's record is not a whole document");
     return *v;
   }
 
   void open(Options options) {
+    // Options that would act on the collection's own records (index
+    // nodes, its record) are refused rather than applied to them.
+    if (options.default_ttl.count() != 0) {
+      throw Error(Errc::invalid_argument, "collection: Options::default_ttl does not apply to a collection (its index "
+                                          "records would expire)");
+    }
+    if (options.on_removal) {
+      throw Error(Errc::invalid_argument, "collection: Options::on_removal does not apply to a collection (it would "
+                                          "hear of its index records)");
+    }
     if (!options.path.empty()) std::filesystem::create_directories(options.path);
     read_only_ = options.read_only;
     docs_ = std::make_unique<Store>(sub_options(options, "documents"));
@@ -366,13 +403,13 @@ class CollectionState {
     if (docs_->get(meta_key(), meta)) {
       clean = load_meta(meta);
     } else if (docs_->size() != 0) {
-      throw Error(Errc::format_version, "offheap: " + options.path.string() + " holds records but no collection");
+      throw Error(Errc::format_version, options.path.string() + ": holds records but no collection");
     } else {
       next_id_ = reserved_ = 1;
     }
     if (!clean) {
       if (read_only_) {
-        throw Error(Errc::invalid_argument, "offheap: the collection in " + options.path.string() +
+        throw Error(Errc::invalid_argument, "collection: the collection in " + options.path.string() +
                                                 " was not closed cleanly: open it writable once to rebuild its "
                                                 "indexes");
       }
@@ -388,10 +425,10 @@ class CollectionState {
   /// Reads the collection's record; returns whether it says clean.
   bool load_meta(const std::string& m) {
     auto bad = [] {
-      return Error(Errc::corrupt_file, "offheap: a collection's own record is damaged");
+      return Error(Errc::corrupt_file, "collection: a collection's own record is damaged");
     };
     if (m.empty() || static_cast<std::uint8_t>(m[0]) != kFormat) {
-      throw Error(Errc::format_version, "offheap: a collection of another format (its record begins with " +
+      throw Error(Errc::format_version, "collection: a collection of another format (its record begins with " +
                                            std::to_string(m.empty() ? 0 : static_cast<unsigned char>(m[0])) + ")");
     }
     if (m.size() < kMetaHeader) throw bad();
@@ -462,7 +499,11 @@ class CollectionState {
     return s;
   }
 
+  /// The next free id (one a document holds is passed over: a record
+  /// whose counter lies, or ids given by the caller).
   DocId take_id() {
+    while (next_id_ <= kMaxId && docs_->contains(doc_key(next_id_))) ++next_id_;
+    if (next_id_ > kMaxId) throw Error(Errc::out_of_space, "collection: a collection ran out of document ids");
     const DocId id = next_id_++;
     reserve_ids();
     return id;
@@ -471,7 +512,7 @@ class CollectionState {
   /// one out again.
   void reserve_ids() {
     if (next_id_ < reserved_) return;
-    reserved_ = next_id_ + kIdBlock;
+    reserved_ = std::min(next_id_ + kIdBlock, kMaxId + 1);
     save_meta(false);
   }
 
@@ -493,7 +534,7 @@ class CollectionState {
       append_ordered_key(*v, okey_);
       if (s.tree) {
         if (check && okey_.size() > kMaxOrderedKey) {
-          throw Error(Errc::invalid_argument, "offheap: field '" + s.info.field + "' holds a value whose ordered key is " +
+          throw Error(Errc::invalid_argument, "collection: field '" + s.info.field + "' holds a value whose ordered key is " +
                                                   std::to_string(okey_.size()) + " bytes: its ordered index takes " +
                                                   std::to_string(kMaxOrderedKey) + " at most");
         }
@@ -553,7 +594,7 @@ class CollectionState {
   /// At the start of each write: rebuilds broken indexes, drops the stale
   /// entries readers noted that are still stale.
   void before_write() {
-    if (closed_) throw Error(Errc::closed, "offheap: a write to a closed collection");
+    if (closed_) throw Error(Errc::closed, "collection: a write to a closed collection");
     for (const auto& s : slots_) {
       if (s->broken.load(std::memory_order_relaxed)) rebuild_slot(*s);
     }
@@ -592,7 +633,7 @@ class CollectionState {
   void rebuild_locked() {
     // The whole indexes store goes (and with it what dropped indexes or a
     // crash left behind), then each index is filled again.
-    for (const auto& s : slots_) s->broken.store(true, std::memory_order_relaxed);
+    for (const auto& s : slots_) begin_change(*s);
     indexes_->clear();
     for (const auto& s : slots_) {
       if (s->tree) s->tree->load();
@@ -601,9 +642,20 @@ class CollectionState {
   }
 
   void rebuild_slot(Slot& s) {
+    begin_change(s);
     clear_records(s);
     if (s.tree) s.tree->load();
     backfill(s);
+  }
+
+  /// Before a rebuild or a drop removes the slot's records: broken first,
+  /// then the version moved, so that a reader whose walk read anything
+  /// written after this sees the flag (its stable() check's acquire
+  /// fence pairs with begin_write()'s release fence) and waits.
+  static void begin_change(Slot& s) {
+    s.broken.store(true, std::memory_order_relaxed);
+    s.version().begin_write();
+    s.version().end_write();
   }
 
   /// Removes every record of the slot's index.
@@ -627,7 +679,7 @@ class CollectionState {
         if (k.size() != 9 || k[0] != '\x01') return;
         const DocId id = read_be64(k.data() + 1);
         const std::optional<DocumentView> d = DocumentView::parse(v);
-        if (!d) throw Error(Errc::corrupt_file, "offheap: document " + std::to_string(id) + " is damaged");
+        if (!d) return;  // a damaged record indexes nothing (get() and for_each() report it; remove() drops it)
         const std::optional<ValueView> val = d->get(s.info.field);
         if (!val) return;
         okey_.clear();
@@ -635,7 +687,7 @@ class CollectionState {
         const SeqWriteScope w(s.version());
         if (s.tree) {
           if (okey_.size() > kMaxOrderedKey) {
-            throw Error(Errc::invalid_argument, "offheap: document " + std::to_string(id) + "'s field '" +
+            throw Error(Errc::invalid_argument, "collection: document " + std::to_string(id) + "'s field '" +
                                                     s.info.field + "' is too long for an ordered index (" +
                                                     std::to_string(okey_.size()) + " bytes of key; at most " +
                                                     std::to_string(kMaxOrderedKey) + ")");
@@ -659,7 +711,7 @@ class CollectionState {
     docs_->for_each_key([&](std::string_view k) {
       if (k.size() != 9 || k[0] != '\x01') return;
       ++n;
-      top = std::max(top, read_be64(k.data() + 1));
+      top = std::max(top, std::min(read_be64(k.data() + 1), kMaxId));
     });
     count_.store(n, std::memory_order_relaxed);
     next_id_ = std::max(reserved_, top + 1);

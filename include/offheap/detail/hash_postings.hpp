@@ -105,7 +105,9 @@ class HashPostings {
     if (at == npos) {
       for (at_page = 1; at_page < pages; ++at_page) {
         page_key(bucket, at_page, key_);
-        if (store_.get(key_, other_) && (at = find_id(other_, at_page, id)) != npos) break;
+        // A missing page: a count that lies (damage) ends the search.
+        if (!store_.get(key_, other_)) return false;
+        if ((at = find_id(other_, at_page, id)) != npos) break;
       }
       if (at == npos) return false;
     }
@@ -178,8 +180,8 @@ class HashPostings {
       }
       if (!version_.stable(v)) continue;
       if (!ok) {
-        throw Error(Errc::corrupt_file, "offheap: a hash index's bucket is damaged (the collection rebuilds its "
-                                        "indexes at its next open, or rebuild_indexes())");
+        throw Error(Errc::corrupt_file, "collection: a hash index's bucket is damaged (rebuild_indexes() rebuilds "
+                                        "the collection's indexes)");
       }
       return true;
     }

@@ -158,7 +158,7 @@ class OrderedTree {
     next_node_ = 1;
     height_ = 0;
     if (store_.get(node_key(0), meta)) {
-      if (meta.size() != 20) throw Error(Errc::corrupt_file, "offheap: an ordered index's meta record is damaged");
+      if (meta.size() != 20) throw Error(Errc::corrupt_file, "collection: an ordered index's meta record is damaged");
       root_.store(read_le64(meta.data()), std::memory_order_relaxed);
       next_node_ = read_le64(meta.data() + 8);
       std::uint32_t h;
@@ -343,8 +343,8 @@ class OrderedTree {
     n[2] = static_cast<char>(count >> 8);
   }
   [[noreturn]] void damaged(std::uint64_t id) const {
-    throw Error(Errc::corrupt_file, "offheap: an ordered index's node " + std::to_string(id) +
-                                        " is missing or damaged (the collection rebuilds its indexes at its next open)");
+    throw Error(Errc::corrupt_file, "collection: an ordered index's node " + std::to_string(id) +
+                                        " is missing or damaged (rebuild_indexes() rebuilds the collection's indexes)");
   }
   void read_for_write(std::uint64_t id) {
     key_.assign(prefix_);
@@ -566,9 +566,9 @@ bool walk_tree(const OrderedTree& tree, TreeBound& from, bool descending, Emit&&
     }
     if (!tree.stable(v)) continue;
     if (!ok) {
-      throw Error(Errc::corrupt_file, "offheap: an ordered index's node " + std::to_string(id) +
-                                          " is missing or damaged (the collection rebuilds its indexes at its "
-                                          "next open, or rebuild_indexes())");
+      throw Error(Errc::corrupt_file, "collection: an ordered index's node " + std::to_string(id) +
+                                          " is missing or damaged (rebuild_indexes() rebuilds the collection's "
+                                          "indexes)");
     }
     // Along the leaves.
     for (;;) {
@@ -600,12 +600,26 @@ bool walk_tree(const OrderedTree& tree, TreeBound& from, bool descending, Emit&&
         }
       }
       if (next == 0) return true;
-      const bool read = tree.read_node(next, b) && b.node.leaf();
+      bool read = tree.read_node(next, b) && b.node.leaf();
       if (!tree.stable(v)) break;  // descend again from `from`
+      // A leaf after the first holds keys past `from` (only the root may
+      // be empty): one that does not is a chain that loops or is out of
+      // order (damage), never walked round and round.
+      if (read && !from.unbounded) {
+        const TreeNode& m = b.node;
+        if (m.size() == 0) {
+          read = false;
+        } else {
+          const int c = descending ? m.key(m.size() - 1).compare(from.key) : m.key(0).compare(from.key);
+          if (descending ? (c > 0 || (c == 0 && !from.inclusive)) : (c < 0 || (c == 0 && !from.inclusive))) {
+            read = false;
+          }
+        }
+      }
       if (!read) {
-        throw Error(Errc::corrupt_file, "offheap: an ordered index's leaf " + std::to_string(next) +
-                                            " is missing or damaged (the collection rebuilds its indexes at its "
-                                            "next open, or rebuild_indexes())");
+        throw Error(Errc::corrupt_file, "collection: an ordered index's leaf " + std::to_string(next) +
+                                            " is missing, damaged or out of order (rebuild_indexes() rebuilds the "
+                                            "collection's indexes)");
       }
     }
   }

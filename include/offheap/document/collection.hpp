@@ -49,9 +49,13 @@
 // of a longer one is refused with Errc::invalid_argument, nothing changed.
 // Lists are indexed as one value (not each element).
 //
-// Limits: ids are 64-bit, generated from 1 upward and never reused (also
-// across a crash: ids are handed out from blocks recorded ahead); the id
-// kNoId is never a document's. A document is a value of the documents
+// Limits: ids are 1 .. kMaxId (2^62-1), generated from 1 upward and never
+// reused (also across a crash: ids are handed out from blocks recorded
+// ahead; an id a document holds is passed over); kNoId is never one.
+// Options::default_ttl and on_removal are refused (they would act on the
+// collection's own records). close() must not run while other threads
+// use the collection (as a Store's destructor); reads and writes after it
+// get Errc::closed. A document is a value of the documents
 // store: at most what its chunks hold (Options::max_chunk_bytes).
 #pragma once
 
@@ -73,6 +77,7 @@ namespace offheap {
 class Collection : private detail::CollectionQueries {
  public:
   using detail::CollectionState::kMaxOrderedKey;
+  using detail::CollectionState::kMaxId;
   using detail::CollectionState::kNoId;
 
   /// Opens (or creates) the collection: in options.path (a directory,
@@ -100,23 +105,18 @@ class Collection : private detail::CollectionQueries {
   }
   /// Replaces document `id`; false if there is none.
   bool update(DocId id, const Document& doc) {
-    check_id(id);
-    return write_update(id, &doc, nullptr);
+    return valid_id(id) && write_update(id, &doc, nullptr);
   }
   /// Calls fn(Document&) on a copy of document `id` and stores what fn
   /// leaves, as one write under the writer lock; false if there is none.
   template <class F>
     requires std::is_invocable_v<F&, Document&>
   bool modify(DocId id, F&& fn) {
-    check_id(id);
     const detail::DocumentChange change(fn);  // (refers to fn: lives as long as this call)
-    return write_update(id, nullptr, &change);
+    return valid_id(id) && write_update(id, nullptr, &change);
   }
   /// Removes document `id` and its index entries; false if there is none.
-  bool remove(DocId id) {
-    check_id(id);
-    return write_remove(id);
-  }
+  bool remove(DocId id) { return valid_id(id) && write_remove(id); }
 
   // ---- reads -------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ class Collection : private detail::CollectionQueries {
     std::optional<DocumentView> view;
     if (docs().get(doc_key(id), scratch.doc())) {
       view = DocumentView::parse(scratch.doc());
-      if (!view) throw Error(Errc::corrupt_file, "offheap: document " + std::to_string(id) + " is damaged");
+      if (!view) throw Error(Errc::corrupt_file, "collection: document " + std::to_string(id) + " is damaged");
     }
     if constexpr (std::is_void_v<R>) {
       if (view) fn(*view);
@@ -217,7 +217,7 @@ class Collection : private detail::CollectionQueries {
   /// Marks the collection clean and closes both stores; idempotent.
   void close() { close_all(); }
 
-  Store& documents() noexcept { return docs(); }
+  Store& documents() { return docs(); }
 
  private:
   template <class F>

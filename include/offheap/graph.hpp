@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0
+// offheap::Graph: nodes and directed or undirected edges with Document
+// properties, kept in an offheap::Store (graph/graph.hpp says how), with
+// iterative traversals and shortest paths (graph/traversal.hpp).
+#pragma once
+
+#include <offheap/graph/adjacency.hpp>
+#include <offheap/graph/graph.hpp>
+#include <offheap/graph/id_table.hpp>
+#include <offheap/graph/layout.hpp>
+#include <offheap/graph/repair.hpp>
+#include <offheap/graph/traversal.hpp>
+#include <offheap/graph/types.hpp>

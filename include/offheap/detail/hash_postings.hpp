@@ -22,6 +22,7 @@
 // pages and trust the ids only if the version did not move (collect()).
 #pragma once
 
+#include <offheap/detail/hash.hpp>
 #include <offheap/detail/ordered_tree.hpp>
 #include <offheap/detail/seq_version.hpp>
 #include <offheap/store.hpp>
@@ -53,7 +54,10 @@ class HashPostings {
       return;
     }
     out.push_back('\xFF');
-    const std::uint64_t h1 = hash64(okey, 0x243F6A8885A308D3ull), h2 = hash64(okey, 0x13198A2E03707344ull);
+    // The store's own key hash, under two fixed seeds (a bucket's key is
+    // on disk: the seeds never change).
+    static const SeededHash first(0x243F6A8885A308D3ull), second(0x13198A2E03707344ull);
+    const std::uint64_t h1 = first(okey), h2 = second(okey);
     append_be64(out, h1);
     append_be64(out, h2);
   }
@@ -191,16 +195,6 @@ class HashPostings {
  private:
   static constexpr std::size_t npos = ~std::size_t{0};
 
-  static std::uint64_t hash64(std::string_view s, std::uint64_t seed) noexcept {
-    // FNV-1a over the bytes, then a 64-bit finalizer (mixes the high bits).
-    std::uint64_t h = seed ^ 0xcbf29ce484222325ull;
-    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
-  }
   static std::uint32_t page_count(const std::string& p0) noexcept {
     std::uint32_t n;
     std::memcpy(&n, p0.data(), 4);

@@ -9,6 +9,8 @@
 // grow at 70% load, doubling; they never shrink (they live for one call).
 #pragma once
 
+#include <offheap/detail/hash.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -16,16 +18,9 @@
 
 namespace offheap::graph_detail {
 
-/// A mix of the id's bits (the finalizer of SplitMix64), so that the
-/// sequential ids a graph hands out spread over the table.
-inline std::uint64_t mix_id(std::uint64_t x) noexcept {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
+/// A mix of the id's bits (detail::mix64), so that the sequential ids a
+/// graph hands out spread over the table.
+inline std::uint64_t mix_id(std::uint64_t x) noexcept { return detail::mix64(x); }
 
 /// A map from non-zero ids to V (a trivially copyable value).
 template <class V>

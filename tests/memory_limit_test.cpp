@@ -409,18 +409,6 @@ std::uint64_t latest_values(const C& c, const std::vector<std::uint32_t>& versio
 template <class C>
 void run_waiting_mode(const WaitingMode& mode) {
   INFO(mode.name);
-  if (offheap_test::kThreadSanitized && mode.file && mode.listener && mode.background) {
-    // Known limit (README, memory_limit_bytes): under ThreadSanitizer on a
-    // loaded machine (this test at 160-200 s), a writer beside the
-    // maintenance thread was refused in 2 of 3 CI runs (LruCache, write
-    // ~12,000 of 440,000: no report pending, 485 records waiting for a
-    // sync, a journal chunk refused): its retry rounds gave up while the
-    // thread's own reports and syncs were freeing the room. The main and
-    // AddressSanitizer suites run this mode; the fix (retry rounds that
-    // count what the thread frees) is open.
-    WARN("skipped under ThreadSanitizer: " << mode.name);
-    return;
-  }
   offheap_test::TempDir dir;
   const std::uint64_t limit = (kSanitized ? 8 : 16) * kMiB;
   offheap::Options o;

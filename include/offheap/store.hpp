@@ -723,9 +723,13 @@ class OffHeapStore {
   struct ReportWait {
     std::chrono::steady_clock::time_point last{};  // 30 s after the first wait began
     bool stalled = false;  // a wait ended 5 s without a report: the next ones look once
+    /// The write's first refusal at `now`: its budget starts.
+    void start(std::chrono::steady_clock::time_point now) noexcept {
+      if (last == std::chrono::steady_clock::time_point{}) last = now + std::chrono::seconds(30);
+    }
     /// A wait begins at `now`: how long it waits for a report.
     std::chrono::milliseconds begin(std::chrono::steady_clock::time_point now) noexcept {
-      if (last == std::chrono::steady_clock::time_point{}) last = now + std::chrono::seconds(30);
+      start(now);
       return stalled ? std::chrono::milliseconds(20) : std::chrono::milliseconds(5000);
     }
   };

@@ -25,9 +25,10 @@
 // report() with a thread-local mark naming its store, which that store
 // checks to refuse clear(), close() and verify() from inside it (they would
 // wait for themselves), and to make maintain() and sync() return at once.
-// Whatever the periodic lists need for a batch is mapped before the batch
-// leaves the queue, so that freeing it cannot fail halfway (a record in no
-// list would never be freed, and would come back after a crash).
+// Whatever the periodic lists need for a record is mapped when it is
+// retired (reserve_retire()), so that freeing a batch cannot fail halfway
+// (a record in no list would never be freed, and would come back after a
+// crash) and a report never needs room the memory limit may refuse.
 #pragma once
 
 #include <offheap/detail/shard.hpp>
@@ -41,6 +42,21 @@ namespace offheap::detail {
 
 /// The store whose removal listener this thread is inside, or null.
 inline thread_local const void* t_in_removal_listener = nullptr;
+
+/// Room for one more retired record everywhere it goes until it is freed:
+/// the queue, and (file-backed) the lists that finish_report() fills, for
+/// it and for every record queued or in a batch. A report then never maps:
+/// at Options::memory_limit_bytes, a report that had to map room could not
+/// free the room it lacked (the limit refused the maintenance thread's
+/// reports while the writer waited for them). Throws Error(out_of_space),
+/// nothing changed, if it cannot.
+template <class P>
+void Shard<P>::reserve_retire() {
+  reports_.reserve_one();
+  const std::uint64_t coming = retired_records_ + 1;  // queued or in a batch, and this one
+  if (durable_) dead_.reserve(coming);
+  if (defer_frees_) deferred_.reserve(coming);
+}
 
 template <class P>
 void Shard<P>::retire(Location loc, Location marker, RemovalCause cause, std::uint64_t bytes) noexcept {
@@ -71,7 +87,8 @@ std::uint64_t Shard<P>::report(Fn& fn, std::uint64_t max, const void* store, boo
     const WriteLock guard(*this);
     n = std::min({max, kReportBatch, reports_.size()});
     // Room on the lists that finish_report() fills, before anything leaves
-    // the queue (may throw: nothing changed).
+    // the queue: reserve_retire() made it for every retired record, so
+    // this maps nothing (may throw: nothing changed).
     if (n != 0 && durable_) dead_.reserve(n);
     if (n != 0 && defer_frees_) deferred_.reserve(n);
     for (std::uint64_t i = 0; i < n; ++i) {

@@ -655,6 +655,7 @@ class alignas(64) Shard {
   void grow_index();
 
   // removal_reports.hpp
+  void reserve_retire();
   void retire(Location loc, Location marker, RemovalCause cause, std::uint64_t bytes) noexcept;
   void finish_report(const Retired& r) noexcept;
 

@@ -128,7 +128,7 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
       if (deadline != 0) schedule_expiry(old, deadline);
     } else {
       if (reports_on_) {
-        reports_.reserve_one();  // may throw; nothing has changed yet
+        reserve_retire();  // may throw; nothing has changed yet
       } else if (defer_frees_) {
         deferred_.reserve_one();  // may throw; nothing has changed yet
       }
@@ -250,7 +250,7 @@ typename Shard<P>::Slot Shard<P>::removal_marker(std::uint64_t key_len) {
   // leave (JournalConfig::limit_reserve): at the limit, a removal or an
   // eviction needs one before it frees anything.
   if (reports_on_) {
-    reports_.reserve_one();
+    reserve_retire();
     if (!durable_) return Slot{};
     const Journal::MarkerRoom room(journal_);
     return allocate(record::payload_for(key_len, 0));

@@ -10,6 +10,7 @@
 #include <offheap/store.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -129,16 +130,24 @@ Computed OffHeapStore<P>::write(std::string_view key, std::string_view value, st
 template <Policy P>
 template <class Op>
 auto OffHeapStore<P>::at_limit(Shard& s, Op&& op) {
+  // Rounds go on while they free something (each frees records for good:
+  // the shard's records bound them), until two in a row free nothing, or
+  // (after 16) the write's wait budget (ReportWait::last, 30 s) is spent.
   bool idle_round = false;
   ReportWait wait;
   for (int round = 0;; ++round) {
     try {
       return op();
     } catch (const detail::LimitReached& e) {
-      if (!e.evicting_helps || round == 16 || !removals_wait()) throw;
+      if (!e.evicting_helps || !removals_wait()) throw;
+      const auto now = std::chrono::steady_clock::now();
+      wait.start(now);
+      if (round >= 16 && now >= wait.last) throw;
       if (free_waiting_removals(s, wait) == 0) {
         if (idle_round) throw;
         idle_round = true;
+      } else {
+        idle_round = false;
       }
       check_writable();  // a sync that failed refuses the write (io_error)
     }

@@ -203,7 +203,11 @@ template <Policy P>
 std::uint64_t OffHeapStore<P>::free_waiting_removals(Shard& s, ReportWait& wait) {
   std::uint64_t freed = 0;
   if (options_.on_removal && detail::t_in_removal_listener == nullptr) {
-    std::uint64_t left = s.reports_pending();
+    // Counted until freed, not until taken off the queue: a batch in
+    // flight holds its records until its listener calls are done (a writer
+    // that counted the queue retried, and was refused, while the thread's
+    // batch of 200 was still being told under a sanitizer).
+    std::uint64_t left = s.retired_left();
     if (maintenance_ && maintenance_->running()) {
       // Waits while the thread reports this shard's removals, by signs of
       // progress rather than by a clock (a sanitizer on a loaded machine
@@ -228,7 +232,7 @@ std::uint64_t OffHeapStore<P>::free_waiting_removals(Shard& s, ReportWait& wait)
         if (now >= wait.last || maintenance_->rounds() >= rounds_at_report + 2) break;
         if (waited % 64 == 0) maintenance_->wake();
         std::this_thread::sleep_for(std::chrono::microseconds(50));
-        const std::uint64_t now_left = s.reports_pending();
+        const std::uint64_t now_left = s.retired_left();
         if (now_left < left) {
           freed += left - now_left;
           rounds_at_report = maintenance_->rounds();
@@ -250,7 +254,7 @@ std::uint64_t OffHeapStore<P>::free_waiting_removals(Shard& s, ReportWait& wait)
           if (now >= stalled) wait.stalled = true;
           if (now >= stalled || now >= wait.last) break;
           std::this_thread::sleep_for(std::chrono::microseconds(50));
-          const std::uint64_t now_left = s.reports_pending();
+          const std::uint64_t now_left = s.retired_left();
           if (now_left < left) {
             freed += left - now_left;
             stalled = std::chrono::steady_clock::now() + patience;

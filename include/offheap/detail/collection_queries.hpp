@@ -15,6 +15,41 @@
 
 namespace offheap::detail {
 
+/// A reader's buffers, one set per nesting depth on each thread (a
+/// visitor that queries again gets the next set): no allocation once warm.
+struct QueryBuffers {
+  std::string doc, okey, okey2, bucket, key, batch;
+  std::vector<std::uint32_t> batch_ends;
+  std::vector<std::uint64_t> ids;
+  TreeBuffers tree;
+  TreeBound lo, hi, from, resume;
+};
+class ReadScratch {
+ public:
+  ReadScratch() {
+    auto& pool = pool_();
+    if (depth_() == pool.size()) pool.push_back(std::make_unique<QueryBuffers>());
+    b_ = pool[depth_()++].get();
+  }
+  ~ReadScratch() { --depth_(); }
+  ReadScratch(const ReadScratch&) = delete;
+  ReadScratch& operator=(const ReadScratch&) = delete;
+  QueryBuffers& operator*() noexcept { return *b_; }
+  QueryBuffers* operator->() noexcept { return b_; }
+  std::string& doc() noexcept { return b_->doc; }
+
+ private:
+  static std::vector<std::unique_ptr<QueryBuffers>>& pool_() {
+    thread_local std::vector<std::unique_ptr<QueryBuffers>> pool;
+    return pool;
+  }
+  static std::size_t& depth_() {
+    thread_local std::size_t depth = 0;
+    return depth;
+  }
+  QueryBuffers* b_;
+};
+
 class CollectionQueries : public CollectionState {
  protected:
   using CollectionState::CollectionState;
@@ -29,12 +64,19 @@ class CollectionQueries : public CollectionState {
     append_ordered_key(value, b.okey);
     if (slot->hash) {
       slot->hash->bucket_key(b.okey, b.bucket);
-      do {
+      for (bool again = true; again;) {
         checked(*slot);
-        if (!slot->hash->collect(b.bucket, b.ids, b.key, b.doc, 3)) {
-          locked([&] { (void)slot->hash->collect(b.bucket, b.ids, b.key, b.doc, 0); });
+        auto under_lock = [&] { (void)slot->hash->collect(b.bucket, b.ids, b.key, b.doc, 0); };
+        again = false;
+        try {
+          if (!slot->hash->collect(b.bucket, b.ids, b.key, b.doc, 3)) locked(under_lock);
+        } catch (const Error& e) {
+          if (e.code() != Errc::corrupt_file) throw;
+          again = confirm_damage(*slot, under_lock);
         }
-      } while (slot->broken.load(std::memory_order_relaxed));  // (gathered while rebuilt: again)
+        // (Gathered while rebuilt or dropped: again, through checked().)
+        again = again || slot->broken.load(std::memory_order_relaxed);
+      }
       std::size_t n = 0;
       for (const DocId id : b.ids) {
         const int r = check_and_emit(*slot, b.bucket, b.okey, id, b, emit);
@@ -142,6 +184,9 @@ class CollectionQueries : public CollectionState {
     std::string okey, entry;
     walk_documents([&](DocId id, const DocumentView& d) {
       ++docs;
+      if (id == 0 || id > kMaxId) {
+        problems.push_back("document " + std::to_string(id) + ": an id out of range (1 to 2^62-1): a damaged key");
+      }
       for (std::size_t i = 0; i < slots_.size(); ++i) {
         const std::optional<ValueView> v = d.get(slots_[i]->info.field);
         if (!v) continue;
@@ -172,10 +217,16 @@ class CollectionQueries : public CollectionState {
       if (s.tree) {
         std::vector<std::string> have;
         TreeBound all{"", true, true};
-        (void)walk_tree(*s.tree, all, false, [&](std::string_view e) {
-          have.emplace_back(e);
-          return true;
-        }, b.tree, 0);
+        try {
+          (void)walk_tree(*s.tree, all, false, [&](std::string_view e) {
+            have.emplace_back(e);
+            return true;
+          }, b.tree, 0);
+        } catch (const Error& e) {
+          if (e.code() != Errc::corrupt_file) throw;
+          problems.push_back(name + ": damaged: " + e.what());
+          continue;
+        }
         std::vector<std::string> expected;
         for (const auto& [k, ids] : want[i]) expected.push_back(k);
         if (have != expected) {
@@ -185,8 +236,16 @@ class CollectionQueries : public CollectionState {
         continue;
       }
       std::uint64_t records = 0;
+      bool whole = true;
       for (auto& [bucket, ids] : want[i]) {
-        (void)s.hash->collect(bucket, b.ids, b.key, b.doc, 0);
+        try {
+          (void)s.hash->collect(bucket, b.ids, b.key, b.doc, 0);
+        } catch (const Error& e) {
+          if (e.code() != Errc::corrupt_file) throw;
+          problems.push_back(name + ": damaged: " + e.what());
+          whole = false;
+          break;
+        }
         std::sort(ids.begin(), ids.end());
         std::vector<DocId> got = b.ids;
         std::sort(got.begin(), got.end());
@@ -196,6 +255,7 @@ class CollectionQueries : public CollectionState {
         }
         records += std::max<std::uint64_t>(1, (got.size() + HashPostings::kPageIds - 1) / HashPostings::kPageIds);
       }
+      if (!whole) continue;
       std::uint64_t stored = 0;
       const std::string& prefix = s.hash->prefix();
       indexes_->for_each_key([&](std::string_view k) {
@@ -224,16 +284,47 @@ class CollectionQueries : public CollectionState {
   /// rebuild too) or dropped is refused.
   void checked(const Slot& s) const {
     if (!s.broken.load(std::memory_order_relaxed)) [[likely]] return;
-    locked([] {});
-    if (s.dropped.load(std::memory_order_relaxed)) {
+    // The flags are read under the lock (the mutex orders them): a writer
+    // that takes the lock after it may start a rebuild again, which is
+    // no failed write.
+    bool dropped = false, broken = false;
+    locked([&] {
+      dropped = s.dropped.load(std::memory_order_relaxed);
+      broken = s.broken.load(std::memory_order_relaxed);
+    });
+    if (dropped) {
       throw Error(Errc::invalid_argument, "collection: the " + std::string(to_string(s.info.kind)) + " index on '" +
                                               s.info.field + "' was dropped during the query");
     }
-    if (s.broken.load(std::memory_order_relaxed)) {
+    if (broken) {
       throw Error(Errc::io_error, "collection: the " + std::string(to_string(s.info.kind)) + " index on '" +
                                       s.info.field + "' is incomplete after a write failed inside it (the next "
                                       "write rebuilds it)");
     }
+  }
+  /// A lock-free read of the index met a record missing or damaged while
+  /// its version held still: that is what a rebuild or a drop, which
+  /// clear records after one move of the version, looks like too. True:
+  /// the index is being rebuilt or was dropped (the caller goes back to
+  /// checked()). Else the read is done again by `again` under the writer
+  /// lock, where no rebuild runs: damage found there is real, the index
+  /// is marked damaged (the next write rebuilds it) and the error goes on.
+  template <class Again>
+  bool confirm_damage(const Slot& s, Again&& again) const {
+    bool busy = false;
+    locked([&] {
+      // (Under the lock: the mutex orders these loads after the stores of
+      // the rebuild or drop that held it.)
+      busy = s.dropped.load(std::memory_order_relaxed) || s.broken.load(std::memory_order_relaxed);
+      if (busy) return;
+      try {
+        again();
+      } catch (const Error& e) {
+        if (e.code() == Errc::corrupt_file) s.damaged.store(true, std::memory_order_relaxed);  // (read under the lock)
+        throw;
+      }
+    });
+    return busy;
   }
   static std::string diff_note(const std::vector<std::string>& have, const std::vector<std::string>& want) {
     std::vector<std::string> extra, missing;
@@ -298,12 +389,23 @@ class CollectionQueries : public CollectionState {
         return !full;
       };
       b.resume = from;  // (a batch gathered while the index was rebuilt is gathered again)
-      if (!walk_tree(*s.tree, from, descending, take, b.tree, 3)) {
-        locked([&] { (void)walk_tree(*s.tree, from, descending, take, b.tree, 0); });
+      auto under_lock = [&] {
+        b.batch.clear();
+        b.batch_ends.clear();
+        full = ended = false;
+        from = b.resume;
+        (void)walk_tree(*s.tree, from, descending, take, b.tree, 0);
+      };
+      bool again = false;
+      try {
+        if (!walk_tree(*s.tree, from, descending, take, b.tree, 3)) locked(under_lock);
+      } catch (const Error& e) {
+        if (e.code() != Errc::corrupt_file) throw;
+        again = confirm_damage(s, under_lock);
       }
       // The walk's last stable() check orders this load after the flag a
       // rebuild or a drop sets before its first change (seq_version.hpp).
-      if (s.broken.load(std::memory_order_relaxed)) {
+      if (again || s.broken.load(std::memory_order_relaxed)) {
         from = b.resume;
         ended = false;
         continue;  // checked() waits for the rebuild (or refuses)

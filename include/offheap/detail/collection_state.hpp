@@ -4,7 +4,8 @@
 // Queries are in detail/collection_queries.hpp.
 //
 // The collection's record (key "\0collection" in the documents store):
-//   [0]       format: 0xC1
+//   [0]       format: 0xC2 (0xC1, from before [34..41]: opened once as
+//             not clean, its indexes rebuilt)
 //   [1]       clean: 1 once closed cleanly, 0 while open
 //   [2..9]    ids below this are handed out or reserved (u64 LE)
 //   [10..17]  documents (u64 LE; trusted only when clean)
@@ -13,11 +14,17 @@
 //   [26..33]  records in the indexes store (u64 LE; written at a clean
 //             close: an open that finds another count, say a lost or
 //             replaced indexes directory, rebuilds them)
+//   [34..41]  the epoch of that close (u64 LE, random, not 0): written
+//             first into the indexes store (key kEpochKey), which is then
+//             closed, and then here with clean = 1; an open that finds
+//             another there (an older copy of the indexes, even one of
+//             the same size) or none rebuilds the indexes
 //   then per index: number (u32 LE), kind (u8), field name length (u16
 //   LE), name
 // Documents: "\x01" + the id (big-endian u64), the encoded document.
 // An index numbered n keeps its records in the indexes store under the
-// prefix be32(n) + 'o' (ordered) or 'h' (hash).
+// prefix be32(n) + 'o' (ordered) or 'h' (hash), n >= 1 (no two indexes
+// share a number, nor a (field, kind): a record that says so is damage).
 #pragma once
 
 #include <offheap/detail/hash_postings.hpp>
@@ -28,11 +35,13 @@
 #include <offheap/store.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -52,41 +61,6 @@ class DocumentChange {
  private:
   void* ctx_;
   void (*call_)(void*, Document&);
-};
-
-/// A reader's buffers, one set per nesting depth on each thread (a
-/// visitor that queries again gets the next set): no allocation once warm.
-struct QueryBuffers {
-  std::string doc, okey, okey2, bucket, key, batch;
-  std::vector<std::uint32_t> batch_ends;
-  std::vector<std::uint64_t> ids;
-  TreeBuffers tree;
-  TreeBound lo, hi, from, resume;
-};
-class ReadScratch {
- public:
-  ReadScratch() {
-    auto& pool = pool_();
-    if (depth_() == pool.size()) pool.push_back(std::make_unique<QueryBuffers>());
-    b_ = pool[depth_()++].get();
-  }
-  ~ReadScratch() { --depth_(); }
-  ReadScratch(const ReadScratch&) = delete;
-  ReadScratch& operator=(const ReadScratch&) = delete;
-  QueryBuffers& operator*() noexcept { return *b_; }
-  QueryBuffers* operator->() noexcept { return b_; }
-  std::string& doc() noexcept { return b_->doc; }
-
- private:
-  static std::vector<std::unique_ptr<QueryBuffers>>& pool_() {
-    thread_local std::vector<std::unique_ptr<QueryBuffers>> pool;
-    return pool;
-  }
-  static std::size_t& depth_() {
-    thread_local std::size_t depth = 0;
-    return depth;
-  }
-  QueryBuffers* b_;
 };
 
 /// The collection whose writer lock this thread holds (a modify()
@@ -136,6 +110,12 @@ class CollectionState {
     std::unique_ptr<HashPostings> hash;  // hash
     std::atomic<bool> broken{false};     // a write failed inside, or a rebuild is under way: readers wait
     std::atomic<bool> dropped{false};    // drop_index() took it
+    // A reader met damage in it, under the writer lock (so that it is no
+    // rebuild): the next write rebuilds it, close() leaves it untrusted.
+    mutable std::atomic<bool> damaged{false};
+    bool needs_rebuild() const noexcept {  // (the writer's, under the writer lock: the mutex orders both flags)
+      return broken.load(std::memory_order_relaxed) || damaged.load(std::memory_order_relaxed);
+    }
     SeqVersion& version() noexcept { return tree ? tree->version() : hash->version(); }
   };
 
@@ -205,7 +185,7 @@ class CollectionState {
   bool write_update(DocId id, const Document* doc, const DocumentChange* change) {
     const WriterLock g(*this);
     before_write();
-    if (!docs_->get(doc_key(id), old_)) return false;
+    if (!get_or_drop(id)) return false;
     const DocumentView before = parsed(old_);
     if (change != nullptr) {
       Document d = before.to_document();
@@ -234,7 +214,13 @@ class CollectionState {
   bool write_remove(DocId id) {
     const WriterLock g(*this);
     before_write();
-    if (!docs_->get(doc_key(id), old_)) return false;
+    try {
+      if (!docs_->get(doc_key(id), old_)) return false;
+    } catch (const Error& e) {
+      if (e.code() != Errc::corrupt_file) throw;
+      drop_damaged(id);
+      return true;
+    }
     const std::optional<DocumentView> before = DocumentView::parse(old_);
     if (!before) {
       // A record that is not a document (damage): it goes; entries that
@@ -264,7 +250,16 @@ class CollectionState {
     before_write();
     if (find_slot(field, kind)) return false;
     auto slot = make_slot(IndexInfo{std::string(field), kind}, next_index_++);
-    backfill(*slot);
+    try {
+      backfill(*slot);
+    } catch (...) {
+      // Its records go (its number may be used again after a reopen:
+      // next_index_ was not saved); left ones go at the next rebuild.
+      try {
+        clear_records(*slot);
+      } catch (...) {}  // (the first error goes on)
+      throw;
+    }
     {
       const std::unique_lock<std::shared_mutex> r(registry_);
       slots_.push_back(slot);
@@ -337,13 +332,26 @@ class CollectionState {
     if (closed_) return;
     closed_ = true;
     if (!read_only_) {
-      // The indexes reach the disk before the mark that trusts them.
+      // An index a failed write left broken (or a reader found damaged)
+      // is not trusted: the next open rebuilds it.
+      bool broken = false;
+      for (const auto& sl : slots_) broken = broken || sl->needs_rebuild();
+      // The indexes, with this close's epoch, reach the disk before the
+      // mark that trusts them.
+      epoch_ = 0;
+      if (!broken) {
+        try {
+          const std::uint64_t e = new_epoch();
+          char b[8];
+          write_le64(b, e);
+          indexes_->put(epoch_key(), std::string_view(b, 8));
+          epoch_ = e;
+        } catch (const Error&) {
+          broken = true;  // (not marked: rebuilt at the next open)
+        }
+      }
       index_records_ = indexes_->size();
       indexes_->close();
-      // An index a failed write left broken is not trusted: the next open
-      // rebuilds it.
-      bool broken = false;
-      for (const auto& sl : slots_) broken = broken || sl->broken.load(std::memory_order_relaxed);
       save_meta(!broken);
     }
     docs_->close();
@@ -366,9 +374,21 @@ class CollectionState {
 
   static constexpr char kMetaKey[] = "\0collection";
   static constexpr std::string_view meta_key() noexcept { return {kMetaKey, sizeof kMetaKey - 1}; }
-  static constexpr std::uint8_t kFormat = 0xC1;
+  static constexpr std::uint8_t kFormat = 0xC2, kFormatNoEpoch = 0xC1;
   static constexpr std::uint64_t kIdBlock = 4096;
-  static constexpr std::size_t kMetaHeader = 34;
+  static constexpr std::size_t kMetaHeader = 42, kMetaHeaderNoEpoch = 34;
+  // The epoch's key in the indexes store: index number 0, never an index's.
+  static constexpr char kEpochKey[] = "\0\0\0\0epoch";
+  static constexpr std::string_view epoch_key() noexcept { return {kEpochKey, sizeof kEpochKey - 1}; }
+
+  static std::uint64_t new_epoch() {
+    std::uint64_t e = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    try {
+      std::random_device rd;
+      e = e * 0x9E3779B97F4A7C15ull ^ static_cast<std::uint64_t>(rd()) << 32 ^ rd();
+    } catch (...) {}  // (no random device: the clock alone)
+    return e == 0 ? 1 : e;
+  }
 
   static Options sub_options(const Options& o, const char* sub) {
     Options s = o;
@@ -427,12 +447,14 @@ class CollectionState {
     auto bad = [] {
       return Error(Errc::corrupt_file, "collection: a collection's own record is damaged");
     };
-    if (m.empty() || static_cast<std::uint8_t>(m[0]) != kFormat) {
+    const bool old = !m.empty() && static_cast<std::uint8_t>(m[0]) == kFormatNoEpoch;
+    if (m.empty() || (static_cast<std::uint8_t>(m[0]) != kFormat && !old)) {
       throw Error(Errc::format_version, "collection: a collection of another format (its record begins with " +
                                            std::to_string(m.empty() ? 0 : static_cast<unsigned char>(m[0])) + ")");
     }
-    if (m.size() < kMetaHeader) throw bad();
-    bool clean = m[1] == 1;
+    const std::size_t header = old ? kMetaHeaderNoEpoch : kMetaHeader;
+    if (m.size() < header) throw bad();
+    bool clean = m[1] == 1 && !old;  // (an older record has no epoch: its indexes are rebuilt once)
     reserved_ = read_le64(m.data() + 2);
     next_id_ = reserved_;  // (a clean close records the next id itself)
     count_.store(read_le64(m.data() + 10), std::memory_order_relaxed);
@@ -441,7 +463,12 @@ class CollectionState {
     std::memcpy(&count, m.data() + 22, 4);
     next_index_ = n;
     if (clean && read_le64(m.data() + 26) != indexes_->size()) clean = false;
-    std::size_t pos = kMetaHeader;
+    if (clean) {  // the indexes store must hold this close's epoch (not an older copy's, nor none)
+      std::string e;
+      clean = indexes_->get(epoch_key(), e) && e.size() == 8 && read_le64(e.data()) == read_le64(m.data() + 34) &&
+              read_le64(e.data()) != 0;
+    }
+    std::size_t pos = header;
     for (std::uint32_t i = 0; i < count; ++i) {
       if (m.size() - pos < 7) throw bad();
       std::uint32_t number;
@@ -450,10 +477,15 @@ class CollectionState {
       const auto kind = static_cast<IndexKind>(m[pos + 4]);
       std::memcpy(&len, m.data() + pos + 5, 2);
       pos += 7;
-      if (m.size() - pos < len || (kind != IndexKind::hash && kind != IndexKind::ordered) || number >= next_index_) {
+      if (m.size() - pos < len || (kind != IndexKind::hash && kind != IndexKind::ordered) || number == 0 ||
+          number >= next_index_) {
         throw bad();
       }
-      slots_.push_back(make_slot(IndexInfo{m.substr(pos, len), kind}, number));
+      const std::string_view field(m.data() + pos, len);
+      for (const auto& s : slots_) {  // (one number: shared records; one (field, kind): two answers)
+        if (s->number == number || (s->info.kind == kind && s->info.field == field)) throw bad();
+      }
+      slots_.push_back(make_slot(IndexInfo{std::string(field), kind}, number));
       pos += len;
     }
     if (pos != m.size()) throw bad();
@@ -470,6 +502,7 @@ class CollectionState {
     const auto n = static_cast<std::uint32_t>(slots_.size());
     std::memcpy(m.data() + 22, &n, 4);
     write_le64(m.data() + 26, clean ? index_records_ : 0);
+    write_le64(m.data() + 34, clean ? epoch_ : 0);
     for (const auto& s : slots_) {
       char h[7];
       std::memcpy(h, &s->number, 4);
@@ -577,6 +610,31 @@ class CollectionState {
   }
   DocId id_of_entry(std::size_t) const noexcept { return current_id_; }
 
+  /// Document id into old_: false if there is none. One whose record
+  /// fails its checksum (damage on disk) is dropped (drop_damaged()) and
+  /// Errc::corrupt_file thrown: it cannot be read to be updated.
+  bool get_or_drop(DocId id) {
+    try {
+      return docs_->get(doc_key(id), old_);
+    } catch (const Error& e) {
+      if (e.code() != Errc::corrupt_file) throw;
+      drop_damaged(id);
+      throw Error(Errc::corrupt_file, "collection: document " + std::to_string(id) +
+                                          " was damaged (its record fails its checksum): it was removed, nothing "
+                                          "written (" + e.what() + ")");
+    }
+  }
+  /// A document record that fails its checksum leaves the store (whose
+  /// writers drop a damaged record they meet; contains() throws if it is
+  /// still there) and the count; entries that led to it are stale.
+  void drop_damaged(DocId id) {
+    (void)docs_->remove(doc_key(id));
+    if (docs_->contains(doc_key(id))) {
+      throw Error(Errc::corrupt_file, "collection: document " + std::to_string(id) + " is damaged, not removed");
+    }
+    if (count_.load(std::memory_order_relaxed) != 0) count_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
   /// One index change inside its version's bracket; a failure inside
   /// marks the index broken (before_write() rebuilds it).
   template <class F>
@@ -596,7 +654,7 @@ class CollectionState {
   void before_write() {
     if (closed_) throw Error(Errc::closed, "collection: a write to a closed collection");
     for (const auto& s : slots_) {
-      if (s->broken.load(std::memory_order_relaxed)) rebuild_slot(*s);
+      if (s->needs_rebuild()) rebuild_slot(*s);
     }
     if (!stale_waiting_.load(std::memory_order_relaxed)) return;
     std::vector<Stale> todo;
@@ -701,6 +759,7 @@ class CollectionState {
         }
       });
     }
+    s.damaged.store(false, std::memory_order_relaxed);  // (set and read under the writer lock, which orders it)
     s.broken.store(false, std::memory_order_relaxed);
   }
 
@@ -711,7 +770,10 @@ class CollectionState {
     docs_->for_each_key([&](std::string_view k) {
       if (k.size() != 9 || k[0] != '\x01') return;
       ++n;
-      top = std::max(top, std::min(read_be64(k.data() + 1), kMaxId));
+      // (An id above kMaxId is no id this collection hands out: a damaged
+      // key, which verify() reports; it does not use up the ids.)
+      const DocId id = read_be64(k.data() + 1);
+      if (id <= kMaxId) top = std::max(top, id);
     });
     count_.store(n, std::memory_order_relaxed);
     next_id_ = std::max(reserved_, top + 1);
@@ -736,6 +798,7 @@ class CollectionState {
   Entries new_, old_entries_;
   DocId current_id_ = 0;
   std::uint64_t index_records_ = 0;  // the indexes store's, at close
+  std::uint64_t epoch_ = 0;          // the epoch of the close (0: none)
 };
 
 }  // namespace offheap::detail

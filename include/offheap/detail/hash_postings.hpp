@@ -25,6 +25,7 @@
 #include <offheap/detail/hash.hpp>
 #include <offheap/detail/ordered_tree.hpp>
 #include <offheap/detail/seq_version.hpp>
+#include <offheap/error.hpp>
 #include <offheap/store.hpp>
 
 #include <cstdint>
@@ -64,6 +65,11 @@ class HashPostings {
 
   // ---- writers (one at a time, inside the version's write bracket) ----------
 
+  /// Adds id to the bucket. Throws Errc::corrupt_file for a bucket whose
+  /// page 0 is malformed, whose page count is 0, or at its largest (one
+  /// more page would wrap it), or whose last page is missing or malformed:
+  /// an add there would leave ids no reader finds (the collection marks
+  /// the index broken and rebuilds it).
   void add(std::string_view bucket, std::uint64_t id) {
     std::string& p0 = page_;
     if (!store_.get(bucket, p0)) {
@@ -73,8 +79,10 @@ class HashPostings {
       store_.put(bucket, p0);
       return;
     }
+    if (!page0_ok(p0)) damaged();
     const std::uint32_t pages = page_count(p0);
-    if (pages <= 1) {
+    if (pages == 0 || pages == ~std::uint32_t{0}) damaged();
+    if (pages == 1) {
       if (ids_in(p0, 0) < kPageIds) {
         append_id(p0, id);
         store_.put(bucket, p0);
@@ -83,7 +91,8 @@ class HashPostings {
     } else {
       page_key(bucket, pages - 1, key_);
       std::string& last = other_;
-      if (store_.get(key_, last) && ids_in(last, pages - 1) < kPageIds) {
+      if (!store_.get(key_, last) || last.size() % 8 != 0) damaged();
+      if (ids_in(last, pages - 1) < kPageIds) {
         append_id(last, id);
         store_.put(key_, last);
         return;
@@ -102,6 +111,7 @@ class HashPostings {
   bool remove(std::string_view bucket, std::uint64_t id) {
     std::string& p0 = page_;
     if (!store_.get(bucket, p0)) return false;
+    if (!page0_ok(p0) || page_count(p0) == 0) return false;  // (damaged: left to the rebuild add() or a query asks for)
     const std::uint32_t pages = page_count(p0);
     // Where the id is: page 0 in p0, any other in other_.
     std::uint32_t at_page = 0;
@@ -176,6 +186,7 @@ class HashPostings {
       }
       bool ok = buf.size() >= kHeader && (buf.size() - kHeader) % 8 == 0;
       const std::uint32_t pages = ok ? page_count(buf) : 0;
+      ok = ok && pages != 0;  // (a count of 0 is damage: a bucket holds page 0 at least)
       if (ok) take_ids(buf, kHeader, ids);
       for (std::uint32_t p = 1; ok && p < pages; ++p) {
         page_key(bucket, p, key);
@@ -195,6 +206,13 @@ class HashPostings {
  private:
   static constexpr std::size_t npos = ~std::size_t{0};
 
+  static bool page0_ok(const std::string& p0) noexcept {
+    return p0.size() >= kHeader && (p0.size() - kHeader) % 8 == 0;
+  }
+  [[noreturn]] static void damaged() {
+    throw Error(Errc::corrupt_file, "collection: a hash index's bucket is damaged (its page count or a page; the "
+                                    "index is rebuilt at the next write)");
+  }
   static std::uint32_t page_count(const std::string& p0) noexcept {
     std::uint32_t n;
     std::memcpy(&n, p0.data(), 4);

@@ -268,6 +268,9 @@ class OrderedTree {
   std::uint64_t begin_read() const noexcept { return version_.begin_read(); }
   bool stable(std::uint64_t v) const noexcept { return version_.stable(v); }
   std::uint64_t root() const noexcept { return root_.load(std::memory_order_relaxed); }
+  /// Records in the tree's store (all trees' and more): a bound on the
+  /// leaves one walk may read.
+  std::uint64_t records() const noexcept { return store_.size(); }
 
   /// Reads node `id` into b (copy, then parse); false if it is missing or
   /// damaged (a tree that changed since, or a damaged file).
@@ -570,7 +573,10 @@ bool walk_tree(const OrderedTree& tree, TreeBound& from, bool descending, Emit&&
                                           " is missing or damaged (rebuild_indexes() rebuilds the collection's "
                                           "indexes)");
     }
-    // Along the leaves.
+    // Along the leaves: never more than the store holds records (each leaf
+    // is one).
+    const std::uint64_t max_leaves = tree.records();
+    std::uint64_t leaves = 0;
     for (;;) {
       const TreeNode& n = b.node;
       std::size_t i;  // the first entry to emit (descending: one past it)
@@ -600,16 +606,19 @@ bool walk_tree(const OrderedTree& tree, TreeBound& from, bool descending, Emit&&
         }
       }
       if (next == 0) return true;
-      bool read = tree.read_node(next, b) && b.node.leaf();
+      bool read = ++leaves <= max_leaves && tree.read_node(next, b) && b.node.leaf();
       if (!tree.stable(v)) break;  // descend again from `from`
-      // A leaf after the first holds keys past `from` (only the root may
-      // be empty): one that does not is a chain that loops or is out of
-      // order (damage), never walked round and round.
-      if (read && !from.unbounded) {
+      // A leaf reached along the chain is never empty (only the root may
+      // be, and it has no neighbours) and holds keys past `from`: one that
+      // does not is a chain that loops or is out of order (damage), never
+      // walked round and round, whatever the walk's bounds. (A walk that
+      // began unbounded and is still so met an empty first leaf: the empty
+      // test alone refuses the next one.) The cap on leaves is a backstop.
+      if (read) {
         const TreeNode& m = b.node;
         if (m.size() == 0) {
           read = false;
-        } else {
+        } else if (!from.unbounded) {
           const int c = descending ? m.key(m.size() - 1).compare(from.key) : m.key(0).compare(from.key);
           if (descending ? (c > 0 || (c == 0 && !from.inclusive)) : (c < 0 || (c == 0 && !from.inclusive))) {
             read = false;

@@ -31,8 +31,14 @@
 // was read; a document updated from one matching value to another during
 // a range query may be returned twice (once per value), and one being
 // written may be missed (the query returns what held before or after).
-// A collection not closed cleanly (a crash, a SIGKILL, a power loss) has
-// its indexes rebuilt from the documents at its next open (an index's own
+// for_each() beside writers may visit a document twice (the store's scan
+// is at-least-once for records moved during it). Readers beside a
+// rebuild or a drop of an index wait for it (or are refused: dropped);
+// an index a reader finds damaged is rebuilt by the next write.
+// A collection not closed cleanly (a crash, a SIGKILL, a power loss), or
+// whose indexes directory is not the one its last clean close wrote (a
+// random epoch kept in both, and the record count, say), has its indexes
+// rebuilt from the documents at its next open (an index's own
 // multi-record changes, such as a tree node's split, are not atomic), and
 // its document count and id counter recomputed; an index that a write
 // failed inside (out_of_space, an I/O error) is rebuilt before the next
@@ -103,12 +109,16 @@ class Collection : private detail::CollectionQueries {
     check_id(id);
     return write_new(id, doc) != kNoId;
   }
-  /// Replaces document `id`; false if there is none.
+  /// Replaces document `id`; false if there is none. Throws
+  /// Errc::corrupt_file for a document whose record fails its checksum
+  /// (damage on disk): that record is removed (size() counts it no
+  /// more), nothing is written.
   bool update(DocId id, const Document& doc) {
     return valid_id(id) && write_update(id, &doc, nullptr);
   }
   /// Calls fn(Document&) on a copy of document `id` and stores what fn
-  /// leaves, as one write under the writer lock; false if there is none.
+  /// leaves, as one write under the writer lock; false if there is none;
+  /// a damaged record as update().
   template <class F>
     requires std::is_invocable_v<F&, Document&>
   bool modify(DocId id, F&& fn) {
@@ -116,6 +126,9 @@ class Collection : private detail::CollectionQueries {
     return valid_id(id) && write_update(id, nullptr, &change);
   }
   /// Removes document `id` and its index entries; false if there is none.
+  /// A record that is damaged (fails its checksum, or is no document) is
+  /// removed too (true); the entries that led to it are stale from then
+  /// on, skipped by queries and dropped by later writes.
   bool remove(DocId id) { return valid_id(id) && write_remove(id); }
 
   // ---- reads -------------------------------------------------------------------
@@ -149,7 +162,13 @@ class Collection : private detail::CollectionQueries {
   }
   /// Calls fn(DocId, const DocumentView&) for every document (-> bool:
   /// false stops), in no particular order; documents written meanwhile may
-  /// or may not be visited (Store::scan's promise).
+  /// or may not be visited, and one moved by a write during the walk may
+  /// be visited twice (Store::scan's promise: at least once). A document
+  /// whose record fails its checksum (damage on disk) is passed over (the
+  /// scan skips it): get() throws Errc::corrupt_file for it, verify()
+  /// reports that size() counts more documents than the store holds, and
+  /// remove() drops it. One whose bytes are no document throws
+  /// Errc::corrupt_file.
   template <class F>
   void for_each(F&& fn) const {
     walk_documents([&](DocId id, const DocumentView& d) { return call_visitor(fn, id, d); });
@@ -206,8 +225,8 @@ class Collection : private detail::CollectionQueries {
 
   /// Checks every index against the documents: each document's indexed
   /// fields have their entries, each entry leads to a document that holds
-  /// its value, the count is right. Returns what is wrong (empty: all
-  /// good). Takes the writer lock.
+  /// its value, the count is right, ids are in range. Returns what is
+  /// wrong (empty: all good), a damaged index too. Takes the writer lock.
   std::vector<std::string> verify() const { return verify_all(); }
 
   // ---- durability --------------------------------------------------------------

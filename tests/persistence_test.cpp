@@ -5,6 +5,7 @@
 // store, foreign and damaged directories, and a full disk.
 #include <offheap/offheap.hpp>
 
+#include "support/error_of.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -31,6 +32,8 @@ using offheap::Options;
 using offheap::Store;
 using offheap_test::TempDir;
 namespace fs = std::filesystem;
+
+using offheap_test::error_of;
 
 namespace {
 
@@ -143,17 +146,6 @@ int in_child(F&& fn) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-template <class F>
-Errc error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const offheap::Error& e) {
-    return e.code();
-  }
-  FAIL("no offheap::Error was thrown");
-  return Errc::io_error;
 }
 
 std::string read_file(const fs::path& p) {

@@ -8,6 +8,7 @@
 #include <offheap/graph.hpp>
 #include <offheap/offheap.hpp>
 
+#include "support/error_of.hpp"
 #include "support/env.hpp"
 #include "support/temp_dir.hpp"
 
@@ -37,6 +38,8 @@ using offheap::NodeId;
 using offheap::Options;
 using offheap::Traversal;
 using offheap_test::TempDir;
+
+using offheap_test::error_of;
 
 namespace {
 
@@ -71,18 +74,6 @@ Options small_options(const std::filesystem::path& path = {}) {
   o.min_chunk_bytes = 64 << 10;
   o.max_chunk_bytes = 4 << 20;
   return o;
-}
-
-template <class F>
-Errc error_of(F&& f, std::string* message = nullptr) {
-  try {
-    f();
-  } catch (const offheap::Error& e) {
-    if (message != nullptr) *message = e.what();
-    return e.code();
-  }
-  FAIL("no offheap::Error thrown");
-  return Errc::closed;
 }
 
 /// 1 -> 2, 1 -> 3, 2 -> 4, 3 -> 4, 4 -> 5, 5 -> 1, 6 -> 1 (edges 1-7).

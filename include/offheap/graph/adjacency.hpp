@@ -31,6 +31,7 @@
 #include <offheap/graph/layout.hpp>
 #include <offheap/store.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -38,6 +39,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace offheap::graph_detail {
 
@@ -57,17 +60,23 @@ class AdjacencyReader {
   /// Returns: false if n is absent. Throws: Error(corrupt_file) for a node
   /// record too short for its directory.
   bool load(NodeId n) {
+    const std::optional<bool> r = try_load(n);
+    if (!r) return false;
+    if (!*r) throw_corrupt_node(store_->name(), n);
+    return true;
+  }
+  /// load() without the throw. Returns: nullopt if n is absent; false if
+  /// its record is too short for its directory (nothing copied); true if
+  /// copied.
+  std::optional<bool> try_load(NodeId n) {
     // read() may call the function more than once (a writer raced it): each
     // call copies afresh and checks the lengths before it trusts them; only
     // the validated call's answer counts.
-    const std::optional<bool> r = store_->read(node_key(n), [&](std::string_view v) {
+    return store_->read(node_key(n), [&](std::string_view v) {
       if (!DirectoryView::well_formed(v)) return false;
       dir_.assign(v.data(), DirectoryView::bytes_for(load32(v.data())));
       return true;
     });
-    if (!r) return false;
-    if (!*r) throw_corrupt_node(store_->name(), n);
-    return true;
   }
   /// The directory load() copied last.
   DirectoryView directory() const noexcept { return DirectoryView(dir_); }
@@ -86,34 +95,43 @@ class AdjacencyReader {
   }
 
   /// walk() over the directory load() copied last (retake: take it again
-  /// when a page is missing; false: skip the page).
+  /// when a page is missing; false: skip the page). Entries naming node 0
+  /// or edge 0 (no graph hands them out: damage) are skipped.
   template <class F>
   bool walk_loaded(NodeId n, EdgeId after, F& fn, bool retake) {
     DirectoryView d(dir_);
     std::size_t i = d.first_page_after(after);
-    std::uint32_t missing = 0;
-    bool was_missing = false;
     while (i < d.pages()) {
       const std::uint32_t page = d.at(i).page;
       if (!store_->get(page_key(n, page), page_)) {
         // Gone since the directory was copied: a writer dropped it (empty)
-        // or merged it into a fresh page. The same page missing from the
-        // directory taken again is damage, not a race: skipped.
-        if (!retake || (was_missing && missing == page)) {
-          ++i;
-          continue;
+        // or merged it into a fresh page, after it rewrote the directory
+        // (adjacency write order), so the directory taken again differs.
+        // Taken again unchanged, it still names the page: damage (a page
+        // lost, not dropped; page numbers are never reused, so an equal
+        // directory is the same one), skipped. Each missing page costs one
+        // more read of the directory, and the walk starts over only on a
+        // directory a writer changed: bounded, however many pages are lost.
+        if (retake) {
+          prev_dir_.swap(dir_);
+          const std::optional<bool> r = try_load(n);
+          if (!r) return true;  // n removed meanwhile: no more entries
+          if (!*r) throw_corrupt_node(store_->name(), n);
+          d = DirectoryView(dir_);
+          if (dir_ != prev_dir_) {
+            i = d.first_page_after(after);
+            continue;
+          }
         }
-        was_missing = true;
-        missing = page;
-        if (!load(n)) return true;
-        d = DirectoryView(dir_);
-        i = d.first_page_after(after);
+        ++i;
         continue;
       }
       const std::size_t count = page_.size() / kEntryBytes;
       for (std::size_t j = lower_entry(page_.data(), count, after + 1); j < count; ++j) {
         const Entry e = load_entry(page_.data() + j * kEntryBytes);
+        if (e.edge() <= after) continue;  // out of order: damage (ids ascend in a page)
         after = e.edge();
+        if (e.neighbour == 0) continue;
         if (!fn(e)) return false;
       }
       ++i;
@@ -122,8 +140,10 @@ class AdjacencyReader {
   }
 
   /// Returns: node n's entry of edge e, if it has one.
+  /// (A node whose record is malformed has none.)
   std::optional<Entry> find(NodeId n, EdgeId e) {
-    if (!load(n)) return std::nullopt;
+    const std::optional<bool> loaded = try_load(n);
+    if (!loaded || !*loaded) return std::nullopt;
     const DirectoryView d(dir_);
     const std::size_t i = d.page_of(e);
     if (i == d.pages() || !store_->get(page_key(n, d.at(i).page), page_)) return std::nullopt;
@@ -138,6 +158,7 @@ class AdjacencyReader {
  private:
   const Store* store_;
   std::string dir_;   // header and directory of the node loaded last
+  std::string prev_dir_;  // walk_loaded: the directory before it was taken again
   std::string page_;  // the page read last
 };
 
@@ -150,9 +171,11 @@ class AdjacencyWriter {
 
   /// Effects: appends `e` at the end of node n's adjacency. Requires: n is
   /// present and e's edge id is above every id in its adjacency.
-  /// Throws: what the store throws (out_of_space, ...): nothing changed
-  /// then, or (a new page written, its directory not) a page no directory
-  /// names.
+  /// Throws: what the store throws (out_of_space, value_too_large for a
+  /// node record that cannot grow by a directory entry, ...): nothing
+  /// changed then; a new page written before the directory refused it is
+  /// removed again (if that removal fails too, the page is left, no
+  /// directory names it, and take_leftover() says so).
   void append(NodeId n, const Entry& e) {
     if (!load_node(n)) {
       throw Error(Errc::invalid_argument,
@@ -178,7 +201,27 @@ class AdjacencyWriter {
     store_entry(one, e);
     store_->put(page_key(n, fresh), std::string_view(one, kEntryBytes));
     const DirEntry added{e.edge(), fresh};
-    rewrite_node(n, d, d.pages(), 0, &added, fresh + 1);
+    rewrite_or_drop(n, fresh, [&] { rewrite_node(n, d, d.pages(), 0, &added, fresh + 1); });
+  }
+
+  /// Returns: whether a write that threw since the last call left a page no
+  /// directory names (its removal failed too); clears the flag.
+  bool take_leftover() noexcept { return std::exchange(leftover_, false); }
+
+  /// For repair (repair.hpp): rewrites node n's record with the directory
+  /// `entries` and next page number `next`, its properties as they are.
+  /// Requires: n is present and well formed.
+  void replace_directory(NodeId n, const std::vector<DirEntry>& entries, std::uint32_t next) {
+    if (!load_node(n)) return;
+    const std::string_view props = DirectoryView(rec_).properties();
+    const auto pages = static_cast<std::uint32_t>(entries.size());
+    store_->put(node_key(n), DirectoryView::bytes_for(pages) + props.size(), [&](std::span<std::byte> out) {
+      char* p = reinterpret_cast<char*>(out.data());
+      store32(p, pages);
+      store32(p + 4, next);
+      for (std::size_t i = 0; i < entries.size(); ++i) store_dir_entry(p + DirectoryView::bytes_for(static_cast<std::uint32_t>(i)), entries[i]);
+      std::memcpy(p + DirectoryView::bytes_for(pages), props.data(), props.size());
+    });
   }
 
   /// Effects: drops edge e's entry from node n's adjacency (see the top of
@@ -217,12 +260,35 @@ class AdjacencyWriter {
     return true;
   }
 
+  /// The number for a new page of node n: its record's next page number,
+  /// or above every page its directory names if that is higher (a damaged
+  /// record must not send a new page over a live one). Cost: O(pages), once
+  /// per new page (every 256th append, or a merge).
   std::uint32_t take_page_number(NodeId n, const DirectoryView& d) const {
-    if (d.next_page() == UINT32_MAX) {
+    std::uint64_t next = d.next_page();
+    for (std::size_t i = 0; i < d.pages(); ++i) next = std::max<std::uint64_t>(next, std::uint64_t{d.at(i).page} + 1);
+    if (next >= UINT32_MAX) {
       throw Error(Errc::out_of_space, store_->name() + ": graph node " + std::to_string(n) +
                                           " has used all 2^32 page numbers of its adjacency");
     }
-    return d.next_page();
+    return static_cast<std::uint32_t>(next);
+  }
+
+  /// Runs `rewrite` (the directory naming the fresh page just written); if
+  /// it throws, removes the fresh page again (nothing names it) and lets
+  /// the error go on.
+  template <class Rewrite>
+  void rewrite_or_drop(NodeId n, std::uint32_t fresh, Rewrite&& rewrite) {
+    try {
+      rewrite();
+    } catch (...) {
+      try {
+        store_->remove(page_key(n, fresh));
+      } catch (...) {
+        leftover_ = true;
+      }
+      throw;
+    }
   }
 
   /// Rewrites node n's record (rec_, read as `d`): its directory with
@@ -285,7 +351,7 @@ class AdjacencyWriter {
       const DirEntry merged{d.at(lo).first, fresh};
       const Key lo_key = page_key(n, d.at(lo).page);
       const Key hi_key = page_key(n, d.at(lo + 1).page);
-      rewrite_node(n, d, lo, 2, &merged, fresh + 1);
+      rewrite_or_drop(n, fresh, [&] { rewrite_node(n, d, lo, 2, &merged, fresh + 1); });
       store_->remove(lo_key);
       store_->remove(hi_key);
       return true;
@@ -297,6 +363,7 @@ class AdjacencyWriter {
   std::string rec_;    // the node record being changed
   std::string page_;   // the page being changed
   std::string other_;  // its neighbour, for a merge
+  bool leftover_ = false;  // take_leftover()
 };
 
 }  // namespace offheap::graph_detail

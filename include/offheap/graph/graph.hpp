@@ -46,7 +46,13 @@
 // gone, edge records that lack an entry or name a missing node (the add or
 // remove in flight then did not happen, or did), pages no directory names,
 // and recounts. Cost: a walk of every key and a few lookups per entry; a
-// clean open reads only the meta record.
+// clean open reads only the meta record (and the store's stats). A graph
+// marked clean is trusted as it is, unless the store met damage (stats():
+// corrupt_records, or a rebuild of its index): then it is repaired too.
+// The repair also drops damage that no crash leaves (repair.hpp), and
+// raises the next ids above every id present. Only a writable open
+// repairs: a read-only open of an unclean graph checks and counts, and its
+// reads step over the leftovers as above.
 //
 // Thread safety: writers (add_*, update_*, remove_*, close) serialize
 // on the graph's mutex; readers (node, edge, for_each_edge, degree, the
@@ -72,6 +78,7 @@
 #include <offheap/options.hpp>
 #include <offheap/store.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -83,6 +90,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace offheap {
 
@@ -106,6 +114,9 @@ struct GraphOpenReport {
   std::uint64_t entries_dropped = 0; ///< adjacency entries whose neighbour or edge record was gone
   std::uint64_t edges_dropped = 0;   ///< edge records lacking an entry or naming a missing node
   std::uint64_t pages_dropped = 0;   ///< pages no directory named
+  std::uint64_t nodes_dropped = 0;   ///< node records too short for their directory (damage)
+  std::uint64_t directory_entries_dropped = 0;  ///< directory entries naming a missing or emptied
+                                                ///< page, or not ascending (damage)
   double seconds = 0;                ///< how long the check and repair took
 };
 
@@ -144,12 +155,17 @@ class Graph {
   // Each throws Error(closed) after close() and Error(read_only) on a
   // read-only store, before it changes anything; and what the store throws
   // (out_of_space, value_too_large for properties too large for a record,
-  // io_error). A write the store refuses halfway leaves only the leftovers
-  // a crash would (add_edge undoes its own) and marks the graph damaged:
-  // its next open repairs it.
+  // io_error). add_edge refused halfway undoes what it wrote (the edge
+  // record, its entries, a new page its directory could not name); any
+  // other write refused halfway, or an undo that fails too, leaves only
+  // the leftovers a crash would and marks the graph damaged: close() then
+  // leaves it unclean, and its next open repairs it.
 
   /// Effects: adds a node with these properties. Returns: its id (ids only
-  /// grow, and are never reused).
+  /// grow, and are never reused). Throws (besides the above):
+  /// Error(out_of_space) once every node id below 2^56 is handed out;
+  /// Error(corrupt_file) if the id it takes is already in use (a stale or
+  /// damaged meta record: nothing written, the graph marked damaged).
   NodeId add_node(const Document& properties = {});
 
   /// Effects: adds an edge from `from` to `to` (the same node: a
@@ -157,7 +173,8 @@ class Graph {
   /// followed both ways from either end. Returns: its id, above every edge
   /// id before it: each node's edges come in walks in the order they were
   /// added. Throws: Error(invalid_argument) naming the missing node if
-  /// `from` or `to` is absent (nothing written).
+  /// `from` or `to` is absent (nothing written); Error(out_of_space) and
+  /// Error(corrupt_file) as add_node, for edge ids.
   EdgeId add_edge(NodeId from, NodeId to, const Document& properties = {},
                   EdgeKind kind = EdgeKind::directed);
 
@@ -173,7 +190,10 @@ class Graph {
 
   /// Effects: removes node n and every edge to or from it. Cost: per edge,
   /// its entry removed at the other end and its record; then n's pages.
-  /// Returns: false if absent.
+  /// A node whose record is too short for its directory (damage) is
+  /// removed too: its pages are found by a walk of every key, and the graph
+  /// is marked damaged (the next open drops what they lost). Returns: false
+  /// if absent.
   bool remove_node(NodeId n);
 
   // ---- reads: lock-free, from any thread, beside a writer ----------------------
@@ -251,8 +271,11 @@ class Graph {
   /// the first edge the search looks at (each edge leaving a settled node,
   /// in edge order) whose weight is missing (no default is assumed: a graph
   /// whose edges lack the field has no weights to use), not a number,
-  /// negative, or not finite (NaN, infinity). (Beside a writer, the edges
-  /// of a node being removed may be looked at too.)
+  /// negative, or not finite (NaN, infinity); and for a distance that
+  /// overflows to infinity (weights near the largest double). Weights are
+  /// summed as doubles: integer weights exactly while the sums stay below
+  /// 2^53. (Beside a writer, the edges of a node being removed may be
+  /// looked at too.)
   std::optional<Path> shortest_path(NodeId from, NodeId to, std::string_view weight_field,
                                     Direction d = Direction::out) const;
 
@@ -308,6 +331,21 @@ class Graph {
   }
   NodeId take_node_id();
   EdgeId take_edge_id();
+  /// add_node / add_edge: the id just taken is already in use (the meta
+  /// record's ids are stale or damaged): nothing written; the graph is
+  /// marked damaged, so that its next open raises the ids above every one
+  /// present.
+  [[noreturn]] void refuse_taken_id(const char* op, const char* what, std::uint64_t id) {
+    damaged_ = true;
+    throw Error(Errc::corrupt_file, store_.name() + ": graph " + op + ": " + what + " id " + std::to_string(id) +
+                                        " is already in use: the meta record's ids are stale or damaged (the "
+                                        "next open repairs them)");
+  }
+  /// remove_node of a node whose record is malformed: calls each(entry)
+  /// for every entry of every page of n found among the store's keys
+  /// (O(keys)), then removes the page.
+  template <class Each>
+  void remove_pages_of_malformed(NodeId n, Each& each);
   /// Writes a record of `header` bytes (header(char*) writes them) then
   /// the properties.
   template <class Header>
@@ -351,6 +389,9 @@ class Graph {
   EdgeId next_edge_ = 1;
   std::uint64_t node_ids_ = 1;  // reserved in the meta record: ids below it may have been handed out
   std::uint64_t edge_ids_ = 1;
+  // Set when a write left leftovers or met damage (a guarded write that
+  // threw, an add_edge whose undo failed or left a page, an id in use, a
+  // malformed node removed): close() then leaves the graph unclean.
   bool damaged_ = false;
   graph_detail::AdjacencyWriter writer_{store_};
   std::string scratch_;
@@ -371,6 +412,9 @@ inline void Graph::check_writable(const char* op) const {
 }
 
 inline NodeId Graph::take_node_id() {
+  if (next_node_ > graph_detail::kIdMask) {
+    throw Error(Errc::out_of_space, store_.name() + ": graph has handed out every node id below 2^56");
+  }
   if (next_node_ == node_ids_) {
     node_ids_ = next_node_ + kIdBlock;
     try {
@@ -403,6 +447,7 @@ inline NodeId Graph::add_node(const Document& properties) {
   const std::lock_guard<std::mutex> lock(write_mutex_);
   check_writable("add_node");
   const NodeId n = take_node_id();
+  if (store_.contains(graph_detail::node_key(n))) refuse_taken_id("add_node", "node", n);
   put_with_properties(graph_detail::node_key(n), graph_detail::kNodeHeaderBytes,
                       [](char* p) { std::memset(p, 0, graph_detail::kNodeHeaderBytes); }, properties);
   node_count_.fetch_add(1, std::memory_order_relaxed);
@@ -425,6 +470,7 @@ inline EdgeId Graph::add_edge(NodeId from, NodeId to, const Document& properties
                                             std::to_string(static_cast<int>(kind)) + " is neither directed nor undirected");
   }
   const EdgeId e = take_edge_id();
+  if (store_.contains(edge_key(e))) refuse_taken_id("add_edge", "edge", e);
   const EdgeHeader h{from, to, kind};
   put_with_properties(edge_key(e), kEdgeHeaderBytes, [&](char* p) { store_edge_header(p, h); }, properties);
   try {
@@ -432,7 +478,10 @@ inline EdgeId Graph::add_edge(NodeId from, NodeId to, const Document& properties
     if (to != from) writer_.append(to, {to_word(e, kind), from});
   } catch (...) {
     // Undone in the order of a removal (entries, then the record); if the
-    // undo fails too, the leftovers are a crash's and the next open's.
+    // undo fails too, or an append could not remove the page it wrote
+    // before its directory was refused, the leftovers are a crash's and
+    // the next open's.
+    if (writer_.take_leftover()) damaged_ = true;
     try {
       writer_.remove(from, e);
       if (to != from) writer_.remove(to, e);
@@ -492,8 +541,9 @@ inline bool Graph::remove_node(NodeId n) {
   const std::lock_guard<std::mutex> lock(write_mutex_);
   check_writable("remove_node");
   AdjacencyReader own(store_);
-  if (!own.load(n)) return false;  // copies n's directory: the walk below needs it
-  store_.remove(node_key(n));      // the commit
+  const std::optional<bool> loaded = own.try_load(n);  // copies n's directory: the walk below needs it
+  if (!loaded) return false;
+  store_.remove(node_key(n));  // the commit
   node_count_.fetch_sub(1, std::memory_order_relaxed);
   guarded([&] {
     auto each = [&](const Entry& en) {
@@ -504,11 +554,39 @@ inline bool Graph::remove_node(NodeId n) {
       if (store_.remove(edge_key(e)) && counted) edge_count_.fetch_sub(1, std::memory_order_relaxed);
       return true;
     };
+    if (!*loaded) {
+      // Its record is too short for the directory it announces (damage):
+      // its pages are found by a walk of the store's keys instead, and
+      // what they lost is left to the next open's repair.
+      damaged_ = true;
+      remove_pages_of_malformed(n, each);
+      return;
+    }
     own.walk_loaded(n, 0, each, false);
     const DirectoryView d = own.directory();
     for (std::size_t i = 0; i < d.pages(); ++i) store_.remove(page_key(n, d.at(i).page));
   });
   return true;
+}
+
+template <class Each>
+void Graph::remove_pages_of_malformed(NodeId n, Each& each) {
+  using namespace graph_detail;
+  std::vector<std::uint32_t> pages;
+  store_.for_each_key([&](std::string_view key) {
+    const ParsedKey k = parse_key(key);
+    if (k.kind == kPagePrefix && k.id == n) pages.push_back(k.page);
+  });
+  std::sort(pages.begin(), pages.end());
+  std::string page;
+  for (const std::uint32_t p : pages) {
+    if (!store_.get(page_key(n, p), page)) continue;
+    for (std::size_t j = 0; j + kEntryBytes <= page.size(); j += kEntryBytes) {
+      const Entry e = load_entry(page.data() + j);
+      if (e.edge() != 0 && e.neighbour != 0) each(e);
+    }
+    store_.remove(page_key(n, p));
+  }
 }
 
 inline std::optional<Document> Graph::node(NodeId n) const {

@@ -7,7 +7,14 @@
 //              exist and name this node and the entry's neighbour at the
 //              right ends, with the right kind, and the neighbour must be
 //              present; an entry that fails is dropped. (From remove_node:
-//              entries naming the removed node.)
+//              entries naming the removed node.) Damage no crash leaves is
+//              dropped here too, so that no read meets it again: a node
+//              whose record is too short for its directory (the node goes;
+//              walks 2 and 3 drop its edges and pages), directory entries
+//              that do not ascend or name a missing page, entries out of
+//              order or outside their page's range (their pages rewritten;
+//              walk 2 drops the edges that lost an entry), and a next page
+//              number not above every page named (raised).
 //   2. edges   each edge record: both ends present, and its entry at each
 //              end present; else its entries are dropped, then the record.
 //              (From add_edge or remove_edge in flight: the operation then
@@ -68,6 +75,7 @@ class GraphCheck {
         check_page(k.id, k.page);
       } else if (k.kind == kNodePrefix) {
         ++nodes;
+        if (k.id <= kIdMask) max_node = std::max(max_node, k.id);
       } else if (k.kind == 0 && structure_) {
         note("a key of " + std::to_string(key.size()) + " bytes that is not the graph's");
       }
@@ -77,6 +85,8 @@ class GraphCheck {
 
   std::uint64_t nodes = 0;
   std::uint64_t edges = 0;  // edge records that pass walk 2
+  NodeId max_node = 0;      // the greatest node (edge) id met below 2^56: the next ids go above
+  EdgeId max_edge = 0;
   GraphOpenReport fixes;
 
  private:
@@ -91,48 +101,93 @@ class GraphCheck {
            store_.contains(node_key(e.neighbour));
   }
 
+  std::string node_name(NodeId n) const { return "node " + std::to_string(n); }
+
   void check_node(NodeId n) {
-    if (!reader_.load(n)) return;
+    const std::optional<bool> loaded = reader_.try_load(n);
+    if (!loaded) return;
+    if (!*loaded || n == 0 || n > kIdMask) {
+      // Its directory cannot be read (or no graph hands out its id): the
+      // node goes; walk 2 then drops its edges (an end missing), walk 3
+      // its pages (no directory names them).
+      note(node_name(n) + (*loaded ? ": its id is 0 or above 2^56"
+                                   : ": its record is too short for the page directory it announces"));
+      ++fixes.nodes_dropped;
+      if (writable_ != nullptr) writable_->remove(node_key(n));
+      return;
+    }
+    max_node = std::max(max_node, n);
     const DirectoryView d = reader_.directory();
-    dropped_.clear();
+    // The directory entries kept: each starts above the one before and
+    // names a page that is present and keeps an entry.
+    keep_.clear();
     for (std::size_t i = 0; i < d.pages(); ++i) {
       const DirEntry at = d.at(i);
-      const EdgeId end = i + 1 < d.pages() ? d.at(i + 1).first : ~EdgeId{0};
-      if (structure_ && at.first >= end) {
-        note("node " + std::to_string(n) + ": directory entry " + std::to_string(i) + " does not start above the one before");
-      }
-      if (!store_.get(page_key(n, at.page), page_)) {
-        if (structure_) note("node " + std::to_string(n) + ": page " + std::to_string(at.page) + " of its directory is missing");
+      if (!keep_.empty() && at.first <= keep_.back().first) {
+        note(node_name(n) + ": directory entry " + std::to_string(i) + " does not start above the one before");
         continue;
       }
-      const std::size_t count = page_.size() / kEntryBytes;
-      if (structure_ && (count == 0 || count > kPageEntries || page_.size() % kEntryBytes != 0)) {
-        note("node " + std::to_string(n) + ": page " + std::to_string(at.page) + " holds " +
-             std::to_string(page_.size()) + " bytes, not 1-256 entries");
+      keep_.push_back(at);
+    }
+    std::uint64_t top_page = 0;  // 1 + the greatest page number named
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < keep_.size(); ++i) {
+      const DirEntry at = keep_[i];
+      const EdgeId end = i + 1 < keep_.size() ? keep_[i + 1].first : ~EdgeId{0};
+      if (!store_.get(page_key(n, at.page), page_)) {
+        note(node_name(n) + ": page " + std::to_string(at.page) + " of its directory is missing");
+        continue;  // dropped from the directory; walk 2 drops the edges it held
       }
+      const std::size_t count = page_.size() / kEntryBytes;
+      if (count == 0 || count > kPageEntries || page_.size() % kEntryBytes != 0) {
+        note(node_name(n) + ": page " + std::to_string(at.page) + " holds " + std::to_string(page_.size()) +
+             " bytes, not 1-256 entries");
+      }
+      // The page's entries kept: ascending inside its range, at most
+      // kPageEntries, each its edge's and leading to a present node.
+      out_.clear();
       EdgeId last = 0;
+      std::size_t bad = 0;
       for (std::size_t j = 0; j < count; ++j) {
         const Entry e = load_entry(page_.data() + j * kEntryBytes);
-        if (structure_ && (e.edge() <= last || e.edge() < at.first || e.edge() >= end)) {
-          note("node " + std::to_string(n) + ": page " + std::to_string(at.page) + " entry " + std::to_string(j) +
-               " (edge " + std::to_string(e.edge()) + ") is out of order or outside the page's range");
+        if (e.edge() <= last || e.edge() < at.first || e.edge() >= end || out_.size() == kPageEntries * kEntryBytes) {
+          note(node_name(n) + ": page " + std::to_string(at.page) + " entry " + std::to_string(j) + " (edge " +
+               std::to_string(e.edge()) + ") is out of order or outside the page's range");
+          ++bad;
+          continue;
+        }
+        if (!entry_ok(n, e)) {
+          note(node_name(n) + ": entry of edge " + std::to_string(e.edge()) + " (neighbour " +
+               std::to_string(e.neighbour) + ") has no matching edge record or an absent neighbour");
+          ++bad;
+          continue;
         }
         last = e.edge();
-        if (!entry_ok(n, e)) {
-          note("node " + std::to_string(n) + ": entry of edge " + std::to_string(e.edge()) + " (neighbour " +
-               std::to_string(e.neighbour) + ") has no matching edge record or an absent neighbour");
-          dropped_.push_back(e.edge());
-        }
+        max_edge = std::max(max_edge, last);
+        out_.append(page_.data() + j * kEntryBytes, kEntryBytes);
       }
+      fixes.entries_dropped += bad;
+      if (out_.empty()) continue;  // nothing kept: dropped from the directory, the page left to walk 3
+      if (writable_ != nullptr && out_.size() != page_.size()) writable_->put(page_key(n, at.page), out_);
+      top_page = std::max<std::uint64_t>(top_page, std::uint64_t{at.page} + 1);
+      keep_[kept++] = at;
     }
-    fixes.entries_dropped += dropped_.size();
+    keep_.resize(kept);
+    if (d.next_page() < top_page) {
+      note(node_name(n) + ": its next page number " + std::to_string(d.next_page()) +
+           " is not above every page its directory names");
+    }
+    const bool dir_changed = kept != d.pages() || d.next_page() < top_page;
+    if (!dir_changed) return;
+    fixes.directory_entries_dropped += d.pages() - kept;
     if (writer_ != nullptr) {
-      for (const EdgeId e : dropped_) writer_->remove(n, e);
+      writer_->replace_directory(n, keep_, static_cast<std::uint32_t>(std::max<std::uint64_t>(d.next_page(), top_page)));
     }
   }
 
   void check_edge(EdgeId e) {
     if (!store_.get(edge_key(e), edge_)) return;
+    if (e <= kIdMask) max_edge = std::max(max_edge, e);  // dropped or not: never handed out again
     bool ok = edge_well_formed(edge_);
     EdgeHeader h;
     if (ok) {
@@ -167,7 +222,8 @@ class GraphCheck {
 
   void check_page(NodeId n, std::uint32_t page) {
     bool named = false;
-    if (reader_.load(n) && store_.get(page_key(n, page), page_) && page_.size() >= kEntryBytes) {
+    const std::optional<bool> loaded = reader_.try_load(n);
+    if (loaded && *loaded && store_.get(page_key(n, page), page_) && page_.size() >= kEntryBytes) {
       const DirectoryView d = reader_.directory();
       const std::size_t i = d.page_of(load64(page_.data()) & kIdMask);
       named = i < d.pages() && d.at(i).page == page;
@@ -185,7 +241,8 @@ class GraphCheck {
   AdjacencyReader reader_;
   std::string edge_;
   std::string page_;
-  std::vector<EdgeId> dropped_;
+  std::vector<DirEntry> keep_;  // check_node: the directory entries kept
+  std::string out_;             // check_node: the entries of a page kept
   std::string problem_;
 };
 
@@ -216,7 +273,16 @@ inline void Graph::open() {
   }
   node_ids_ = next_node_ = std::max<std::uint64_t>(load64(m.data() + 16), 1);
   edge_ids_ = next_edge_ = std::max<std::uint64_t>(load64(m.data() + 24), 1);
-  if ((load32(m.data() + 12) & 1) != 0) {
+  // A graph closed clean is trusted as it is, unless the store met damage
+  // (its recovery dropped records that failed their checksums, or it had
+  // to rebuild: records written late may be lost): then it is checked and
+  // repaired like an unclean one.
+  bool clean = (load32(m.data() + 12) & 1) != 0;
+  if (clean) {
+    const Stats st = store_.stats();
+    clean = st.corrupt_records == 0 && !st.rebuilt;
+  }
+  if (clean) {
     node_count_.store(load64(m.data() + 32), std::memory_order_relaxed);
     edge_count_.store(load64(m.data() + 40), std::memory_order_relaxed);
   } else {
@@ -228,6 +294,10 @@ inline void Graph::open() {
     open_report_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     node_count_.store(check.nodes, std::memory_order_relaxed);
     edge_count_.store(check.edges, std::memory_order_relaxed);
+    // The meta record's ids may be stale or damaged: the next ids go above
+    // every id found (ids are never reused).
+    node_ids_ = next_node_ = std::max<std::uint64_t>(next_node_, check.max_node + 1);
+    edge_ids_ = next_edge_ = std::max<std::uint64_t>(next_edge_, check.max_edge + 1);
   }
   // In use from here: a crash before the next close() leaves it unclean.
   if (writable) write_meta(false);
@@ -243,6 +313,11 @@ inline std::string Graph::verify() const {
   if (check.nodes != node_count()) {
     return "node_count() is " + std::to_string(node_count()) + " but the store holds " + std::to_string(check.nodes) +
            " nodes";
+  }
+  if (check.max_node >= next_node_ || check.max_edge >= next_edge_) {
+    return "node " + std::to_string(check.max_node) + " or edge " + std::to_string(check.max_edge) +
+           " is present, but the next ids handed out are node " + std::to_string(next_node_) + " and edge " +
+           std::to_string(next_edge_) + " (the meta record's ids are stale)";
   }
   if (check.edges != edge_count()) {
     return "edge_count() is " + std::to_string(edge_count()) + " but the store holds " + std::to_string(check.edges) +

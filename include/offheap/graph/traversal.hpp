@@ -254,6 +254,12 @@ inline std::optional<Path> Graph::shortest_path(NodeId from, NodeId to, std::str
       if (!records[i]) continue;  // removed meanwhile
       const Entry& e = batch[i];
       const double dv = du + weight_of(*records[i], e.edge(), weight_field, from, to);
+      if (std::isinf(dv)) {
+        throw Error(Errc::invalid_argument,
+                    store_.name() + ": shortest_path(" + std::to_string(from) + " -> " + std::to_string(to) +
+                        ", weight \"" + std::string(weight_field) + "\"): the distance through edge " +
+                        std::to_string(e.edge()) + " is beyond the largest double: the weights are too large to sum");
+      }
       Label* v = labels.find(e.neighbour);
       if (v == nullptr) {
         labels.insert(e.neighbour, {dv, u, e.edge(), false});

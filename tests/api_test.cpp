@@ -312,7 +312,7 @@ TEST_CASE("scan walks every record once in steps, with type tags, and stops earl
   CHECK(all == kKeys + 2);
 }
 
-TEST_CASE("scan: a callback that throws counts its record; the walk resumes after it, missing none",
+TEST_CASE("scan: a callback that throws counts its record, the walk resumes after it, missing none",
           "[api][scan]") {
   offheap::Options o;
   o.shards = 2;
@@ -459,7 +459,7 @@ TEST_CASE("scan: a cursor given to the same files reopened goes on, retaking its
   CHECK(error_of([&] { small.scan_keys(in3, 1, [](std::string_view) {}); }) == Errc::invalid_argument);
 }
 
-TEST_CASE("codecs: strings, vectors and a codec of one's own round-trip; tags are checked",
+TEST_CASE("codecs: strings, vectors and a codec of one's own round-trip, tags are checked",
           "[api][codec]") {
   offheap::Store s;
   CHECK(s.put_as("s", std::string("hello")) == offheap::Computed::inserted);

@@ -251,7 +251,7 @@ TEST_CASE("compute: the function may read the store, and gets a clear error for 
   REQUIRE(s.stats().records == 3);
 }
 
-TEST_CASE("compute: a function that throws changes nothing; an oversized value is refused", "[compute]") {
+TEST_CASE("compute: a function that throws changes nothing, an oversized value is refused", "[compute]") {
   offheap::Options o;
   o.max_chunk_bytes = 1 << 20;
   offheap::Store s(o);

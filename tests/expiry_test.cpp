@@ -339,7 +339,7 @@ TEST_CASE("1M entries with TTLs from 1 ms to 30 days under a clock that jumps: r
               static_cast<unsigned long long>(max_late));
 }
 
-TEST_CASE("Deadlines survive a close and a crash; what expired meanwhile is gone and reported", "[expiry][files]") {
+TEST_CASE("Deadlines survive a close and a crash, what expired meanwhile is gone and reported", "[expiry][files]") {
   for (const bool crash : {false, true}) {
     INFO((crash ? "crash" : "clean close"));
     offheap_test::TempDir dir;
@@ -398,7 +398,7 @@ TEST_CASE("Deadlines survive a close and a crash; what expired meanwhile is gone
   }
 }
 
-TEST_CASE("A cache with TTLs: expired records leave the policy too; audit holds", "[expiry][cache]") {
+TEST_CASE("A cache with TTLs: expired records leave the policy too, audit holds", "[expiry][cache]") {
   FakeClock clock;
   Heard heard;
   Options o = manual(clock, &heard);

@@ -80,7 +80,7 @@ TEST_CASE("put(key, size, fill) writes the value in place, in every kind of stor
   }
 }
 
-TEST_CASE("put_if_absent(key, size, fill) fills only an absent key; a throwing fill changes nothing",
+TEST_CASE("put_if_absent(key, size, fill) fills only an absent key, a throwing fill changes nothing",
           "[fill]") {
   offheap::Store s{offheap::Options{}};
   int fills = 0;

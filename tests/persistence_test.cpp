@@ -232,7 +232,7 @@ TEST_CASE("a process that dies without closing loses no completed write", "[file
   }
 }
 
-TEST_CASE("Durability::none rebuilds at every open; the others reopen clean", "[files]") {
+TEST_CASE("Durability::none rebuilds at every open, the others reopen clean", "[files]") {
   for (const Durability d :
        {Durability::none, Durability::on_close, Durability::periodic, Durability::every_write}) {
     INFO("durability " << offheap::to_string(d));

@@ -156,7 +156,7 @@ TEST_CASE("Updates are not made in place while the listener needs the old value"
   CHECK(s.get("k") == std::optional<std::string>(std::string(90, 'b')));
 }
 
-TEST_CASE("A cache reports every eviction once; counts equal the stats; two writers stay under the limit",
+TEST_CASE("A cache reports every eviction once, counts equal the stats, two writers stay under the limit",
           "[removal][cache]") {
   Reports r;
   Options o;
@@ -263,7 +263,7 @@ TEST_CASE("An anonymous store reports what still waits when it goes", "[removal]
   CHECK(r.take() == std::vector<Report>{{"x", "1", RemovalCause::explicit_remove}});
 }
 
-TEST_CASE("A listener that throws is counted; its record is still freed", "[removal]") {
+TEST_CASE("A listener that throws is counted, its record is still freed", "[removal]") {
   std::uint64_t calls = 0;
   Options o;
   o.shards = 1;

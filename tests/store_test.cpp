@@ -226,7 +226,7 @@ TEMPLATE_TEST_CASE("statistics count what happened", "[store]", POLICIES) {
   CHECK(st.name == "anonymous store");
 }
 
-TEST_CASE("an overwrite that fits rewrites in place; otherwise the old slot is freed", "[store]") {
+TEST_CASE("an overwrite that fits rewrites in place, otherwise the old slot is freed", "[store]") {
   offheap::Store s(one_shard());
   s.put("key", value_of(100, 'a'));
   s.put("after", "keeps the records above away from the tail");

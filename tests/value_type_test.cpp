@@ -75,7 +75,7 @@ TEST_CASE("arithmetic tags are fixed", "[value_type]") {
   STATIC_REQUIRE(value_type_tag<Tagged>() == 140);
 }
 
-TEST_CASE("structs round-trip; tags and sizes are checked", "[value_type]") {
+TEST_CASE("structs round-trip, tags and sizes are checked", "[value_type]") {
   offheap::Store s;
   s.put_value("p", Pair{7, 1.5f});
   s.put_value("t", Tagged{8, 2.5f});

@@ -309,7 +309,7 @@ TEST_CASE("WTinyLfu keeps the record when host.evict throws", "[tinylfu]") {
   CHECK(n == 101);
 }
 
-TEST_CASE("WTinyLfu replace keeps the list, rekeys and moves to its head; forget drops the bytes", "[tinylfu]") {
+TEST_CASE("WTinyLfu replace keeps the list, rekeys and moves to its head, forget drops the bytes", "[tinylfu]") {
   WTinyLfu p(kName);
   p.set_capacity(100);
   MockRecords m;

@@ -34,6 +34,7 @@
 // are parsed (parse()): a damaged record is refused, never read past.
 #pragma once
 
+#include <offheap/detail/big_endian.hpp>
 #include <offheap/detail/seq_version.hpp>
 #include <offheap/error.hpp>
 #include <offheap/store.hpp>
@@ -47,16 +48,6 @@
 
 namespace offheap::detail {
 
-inline void append_be64(std::string& out, std::uint64_t v) {
-  char b[8];
-  for (int i = 7; i >= 0; --i, v >>= 8) b[i] = static_cast<char>(v & 0xFF);
-  out.append(b, 8);
-}
-inline std::uint64_t read_be64(const char* p) noexcept {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<unsigned char>(p[i]);
-  return v;
-}
 inline std::uint64_t read_le64(const char* p) noexcept {
   std::uint64_t v;
   std::memcpy(&v, p, 8);

@@ -34,6 +34,7 @@
 // changes.
 #pragma once
 
+#include <offheap/detail/big_endian.hpp>
 #include <offheap/document/format.hpp>
 #include <offheap/document/value.hpp>
 #include <offheap/document/value_view.hpp>
@@ -50,10 +51,6 @@ namespace offheap {
 namespace detail::doc {
 
 inline constexpr char kKeyListEnd = 0x00;
-
-inline void append_be64(std::uint64_t v, std::string& out) {
-  for (int i = 7; i >= 0; --i) out += static_cast<char>(v >> (8 * i));
-}
 
 inline std::uint64_t ordered_real_bits(double d) noexcept {
   if (d != d) return 0x7FF8'0000'0000'0000u ^ 0x8000'0000'0000'0000u;
@@ -79,9 +76,9 @@ void append_key(const V& v, std::size_t depth, std::string& out) {
     case FieldType::null: return;
     case FieldType::boolean: out += v.as_bool() ? '\x01' : '\x00'; return;
     case FieldType::integer:
-      append_be64(static_cast<std::uint64_t>(v.as_int()) ^ 0x8000'0000'0000'0000u, out);
+      append_be64(out, static_cast<std::uint64_t>(v.as_int()) ^ 0x8000'0000'0000'0000u);
       return;
-    case FieldType::real: append_be64(ordered_real_bits(v.as_double()), out); return;
+    case FieldType::real: append_be64(out, ordered_real_bits(v.as_double())); return;
     case FieldType::string: append_escaped(std::string_view(v.as_string()), out); return;
     case FieldType::bytes: append_escaped(std::string_view(v.as_bytes()), out); return;
     case FieldType::list:

@@ -55,6 +55,7 @@
 // another page's entries under its number.
 #pragma once
 
+#include <offheap/detail/big_endian.hpp>
 #include <offheap/graph/types.hpp>
 
 #include <array>
@@ -113,14 +114,8 @@ struct Key {
   operator std::string_view() const noexcept { return view(); }
 };
 
-inline void put_be64(char* p, std::uint64_t v) noexcept {
-  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<char>(v & 0xff);
-}
-inline std::uint64_t get_be64(const char* p) noexcept {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
+using detail::put_be64;
+using detail::read_be64;
 inline void put_be32(char* p, std::uint32_t v) noexcept {
   for (int i = 3; i >= 0; --i, v >>= 8) p[i] = static_cast<char>(v & 0xff);
 }
@@ -176,10 +171,10 @@ inline ParsedKey parse_key(std::string_view k) noexcept {
     p.kind = kMetaPrefix;
   } else if (k.size() == 9 && (k[0] == kNodePrefix || k[0] == kEdgePrefix)) {
     p.kind = k[0];
-    p.id = get_be64(k.data() + 1);
+    p.id = read_be64(k.data() + 1);
   } else if (k.size() == 13 && k[0] == kPagePrefix) {
     p.kind = kPagePrefix;
-    p.id = get_be64(k.data() + 1);
+    p.id = read_be64(k.data() + 1);
     p.page = get_be32(k.data() + 9);
   }
   return p;

@@ -67,13 +67,7 @@ class CollectionQueries : public CollectionState {
       for (bool again = true; again;) {
         checked(*slot);
         auto under_lock = [&] { (void)slot->hash->collect(b.bucket, b.ids, b.key, b.doc, 0); };
-        again = false;
-        try {
-          if (!slot->hash->collect(b.bucket, b.ids, b.key, b.doc, 3)) locked(under_lock);
-        } catch (const Error& e) {
-          if (e.code() != Errc::corrupt_file) throw;
-          again = confirm_damage(*slot, under_lock);
-        }
+        again = read_index(*slot, [&] { return slot->hash->collect(b.bucket, b.ids, b.key, b.doc, 3); }, under_lock);
         // (Gathered while rebuilt or dropped: again, through checked().)
         again = again || slot->broken.load(std::memory_order_relaxed);
       }
@@ -302,6 +296,20 @@ class CollectionQueries : public CollectionState {
                                       "write rebuilds it)");
     }
   }
+  /// One read of an index: `lock_free()` (false: it met the writer too
+  /// often), else `under_lock()` under the writer lock; a record missing or
+  /// damaged on the way goes to confirm_damage(). True: the index is being
+  /// rebuilt or was dropped (the caller goes back to checked()).
+  template <class LockFree, class UnderLock>
+  bool read_index(const Slot& s, LockFree&& lock_free, UnderLock&& under_lock) const {
+    try {
+      if (!lock_free()) locked(under_lock);
+      return false;
+    } catch (const Error& e) {
+      if (e.code() != Errc::corrupt_file) throw;
+      return confirm_damage(s, under_lock);
+    }
+  }
   /// A lock-free read of the index met a record missing or damaged while
   /// its version held still: that is what a rebuild or a drop, which
   /// clear records after one move of the version, looks like too. True:
@@ -396,13 +404,8 @@ class CollectionQueries : public CollectionState {
         from = b.resume;
         (void)walk_tree(*s.tree, from, descending, take, b.tree, 0);
       };
-      bool again = false;
-      try {
-        if (!walk_tree(*s.tree, from, descending, take, b.tree, 3)) locked(under_lock);
-      } catch (const Error& e) {
-        if (e.code() != Errc::corrupt_file) throw;
-        again = confirm_damage(s, under_lock);
-      }
+      const bool again =
+          read_index(s, [&] { return walk_tree(*s.tree, from, descending, take, b.tree, 3); }, under_lock);
       // The walk's last stable() check orders this load after the flag a
       // rebuild or a drop sets before its first change (seq_version.hpp).
       if (again || s.broken.load(std::memory_order_relaxed)) {

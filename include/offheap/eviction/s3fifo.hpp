@@ -66,6 +66,13 @@ class S3Fifo {
   /// twice its records before its own sweep, and no eviction shrinks it.
   template <class Host>
   bool drop_stale(Host& host) {
+    // Each live record has one entry, counted: when the queues hold no
+    // more, nothing is stale and the pass is skipped (a rebuild at open
+    // that evicts at the limit asks before each record it restores: a
+    // pass each time made that open quadratic). (A damaged record's entry,
+    // let go at the front uncounted, can hide as many stale ones: the
+    // caller then evicts, as it does when nothing was stale.)
+    if (small_.size() <= small_count_ && main_.size() <= main_count_) return false;
     const std::uint64_t before = small_.size() + main_.size();
     const auto current = [&host](const Entry& e) {
       Handle h{e.loc, e.stamp, 0, 0};

@@ -273,3 +273,31 @@ TEST_CASE("S3Fifo's drop_stale looks at no record when no entry is stale, and dr
   CHECK(r.evicted() == want);
   CHECK_FALSE(p.evict_one(r));
 }
+
+TEST_CASE("S3Fifo's drop_stale finds a stale entry that only main holds", "[eviction][s3fifo]") {
+  S3Fifo p(kName);
+  p.set_capacity(1000);  // small's share: 100
+  CountingLooks r;
+  for (std::uint64_t i = 0; i < 200; ++i) p.admit(r.write(i), r);
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    p.hit(r.handle(i), r);
+    p.hit(r.handle(i), r);
+  }
+  // Small holds more than its share: 0-9 (read twice) go to main, 10 leaves.
+  REQUIRE(p.evict_one(r));
+  REQUIRE(r.evicted() == std::vector<std::uint64_t>{10});
+  REQUIRE(p.stats().main_bytes == 10);
+  r.looks = 0;
+  CHECK_FALSE(p.drop_stale(r));
+  CHECK(r.looks == 0);
+  // 3 is replaced in main: its old entry there is the only stale one.
+  const auto old = r.handle(3);
+  p.replace(old, r.write(3), r);
+  CHECK(p.stats().main_bytes == 10);
+  CHECK(p.stats().entries == 200);
+  REQUIRE(p.drop_stale(r));
+  CHECK(r.looks == 200);
+  CHECK(p.stats().entries == 199);
+  CHECK_FALSE(p.drop_stale(r));
+  CHECK(r.looks == 200);
+}

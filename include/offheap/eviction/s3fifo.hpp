@@ -69,9 +69,11 @@ class S3Fifo {
     // Each live record has one entry, counted: when the queues hold no
     // more, nothing is stale and the pass is skipped (a rebuild at open
     // that evicts at the limit asks before each record it restores: a
-    // pass each time made that open quadratic). (A damaged record's entry,
-    // let go at the front uncounted, can hide as many stale ones: the
-    // caller then evicts, as it does when nothing was stale.)
+    // pass each time made that open quadratic). (An entry let go because
+    // its record turned out damaged, at the front or in a sweep, stays
+    // counted and hides a stale one: the writer then evicts to make room,
+    // compaction stops for want of room, as when nothing is stale. Only a
+    // file damaged while the cache has it open does that.)
     if (small_.size() <= small_count_ && main_.size() <= main_count_) return false;
     const std::uint64_t before = small_.size() + main_.size();
     const auto current = [&host](const Entry& e) {

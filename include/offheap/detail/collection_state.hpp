@@ -185,7 +185,17 @@ class CollectionState {
   bool write_update(DocId id, const Document* doc, const DocumentChange* change) {
     const WriterLock g(*this);
     before_write();
-    if (!get_or_drop(id)) return false;
+    std::string damage;
+    switch (load(id, damage)) {
+      case Loaded::absent:
+        return false;
+      case Loaded::dropped:
+        throw Error(Errc::corrupt_file, "collection: document " + std::to_string(id) +
+                                            " was damaged (its record fails its checksum): it was removed, nothing "
+                                            "written (" + damage + ")");
+      case Loaded::present:
+        break;
+    }
     const DocumentView before = parsed(old_);
     if (change != nullptr) {
       Document d = before.to_document();
@@ -214,13 +224,9 @@ class CollectionState {
   bool write_remove(DocId id) {
     const WriterLock g(*this);
     before_write();
-    try {
-      if (!docs_->get(doc_key(id), old_)) return false;
-    } catch (const Error& e) {
-      if (e.code() != Errc::corrupt_file) throw;
-      drop_damaged(id);
-      return true;
-    }
+    std::string damage;
+    const Loaded l = load(id, damage);
+    if (l != Loaded::present) return l == Loaded::dropped;  // a damaged one is removed too
     const std::optional<DocumentView> before = DocumentView::parse(old_);
     if (!before) {
       // A record that is not a document (damage): it goes; entries that
@@ -610,18 +616,18 @@ class CollectionState {
   }
   DocId id_of_entry(std::size_t) const noexcept { return current_id_; }
 
-  /// Document id into old_: false if there is none. One whose record
-  /// fails its checksum (damage on disk) is dropped (drop_damaged()) and
-  /// Errc::corrupt_file thrown: it cannot be read to be updated.
-  bool get_or_drop(DocId id) {
+  enum class Loaded { absent, present, dropped };
+  /// Document id into old_ (present), or absent. One whose record fails
+  /// its checksum (damage on disk) cannot be read: it is dropped
+  /// (drop_damaged()), the store's message in `damage`.
+  Loaded load(DocId id, std::string& damage) {
     try {
-      return docs_->get(doc_key(id), old_);
+      return docs_->get(doc_key(id), old_) ? Loaded::present : Loaded::absent;
     } catch (const Error& e) {
       if (e.code() != Errc::corrupt_file) throw;
+      damage = e.what();
       drop_damaged(id);
-      throw Error(Errc::corrupt_file, "collection: document " + std::to_string(id) +
-                                          " was damaged (its record fails its checksum): it was removed, nothing "
-                                          "written (" + e.what() + ")");
+      return Loaded::dropped;
     }
   }
   /// A document record that fails its checksum leaves the store (whose

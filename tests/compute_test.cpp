@@ -7,6 +7,8 @@
 
 #include "support/temp_dir.hpp"
 
+#include "support/manual_clock.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -24,16 +26,7 @@
 namespace {
 
 using offheap::Computed;
-
-/// A clock the test moves by hand.
-class ManualClock final : public offheap::Clock {
- public:
-  std::uint64_t now_ms() const noexcept override { return now_.load(std::memory_order_relaxed); }
-  void advance(std::uint64_t ms) { now_.fetch_add(ms, std::memory_order_relaxed); }
-
- private:
-  std::atomic<std::uint64_t> now_{1'000'000};
-};
+using offheap_test::ManualClock;
 
 /// Threads increment the same few keys, by compute_value<uint64_t> on some
 /// keys and by merge() of decimal text on others: every increment counts.

@@ -91,11 +91,16 @@ struct Options {
 
   /// Caches (a policy with eviction, e.g. offheap::Cache): the most bytes of
   /// records the cache holds, counted as Stats::live_bytes counts them (each
-  /// record's 24-byte header, key, value and padding to 8 bytes), split
+  /// record's 24-byte header, key, value and padding to 8 bytes, plus up to
+  /// 32 spare bytes when it took a free record too small to split), split
   /// evenly among the shards. The maintenance thread (or maintain()) evicts
-  /// down to it; writers may pass it by a slack of 1/16 (at least 4 KiB per
+  /// down to it: when maintain() returns (no other thread writing), live
+  /// bytes are at most capacity_bytes, compaction's moves included.
+  /// Writers may pass it by a slack of 1/16 (at least 4 KiB per
   /// shard) before they evict from their own shard first, so live bytes
-  /// never pass capacity_bytes * 17/16 (+ 4 KiB per shard). The index,
+  /// never pass capacity_bytes * 17/16 (+ 4 KiB per shard). A write that
+  /// replaces a value counts the old record as leaving: one that does not
+  /// grow it evicts nothing. The index,
   /// free space and the policy's structures are not counted (Stats shows
   /// them). Required (> 0) for a cache; a store (no eviction) refuses
   /// anything but 0 (Errc::invalid_argument).
@@ -201,7 +206,22 @@ struct Options {
   /// Growing the index needs the old and the new table at once: pre-size
   /// it with expected_entries where the limit is tight. A cache's
   /// capacity_bytes may not be more than the limit (Errc::invalid_argument):
-  /// its policy's structures are sized from it. 0: no limit.
+  /// its policy's structures are sized from it.
+  ///
+  /// The least limit a store can work under: OffHeapStore::minimum_memory_limit(
+  /// options, largest_entry), which a writable open checks (Errc::out_of_space,
+  /// the message naming it). Made up of, per shard: the index table for
+  /// expected_entries and its spare, the free-list and per-chunk tables,
+  /// the policy's first segments (S3-FIFO 128 KiB, LRU and W-TinyLFU
+  /// 72 KiB), a page of read buffers (LRU, W-TinyLFU: a page per four
+  /// reader threads, counted as they come), the expiry wheel's first
+  /// segments, the removal listener's queue (64 KiB) and lists, the first
+  /// journal chunk (min_chunk_bytes, or the largest record), and the room a
+  /// chunk keeps beside it for those to grow; per store: the read counters
+  /// (16 KiB), the dead markers' reserve (with a listener or periodic
+  /// durability: min_chunk_bytes + 64 KiB per shard, at most 1/8), and
+  /// 1/16 for optional structures. About 0.65-0.75 MiB for one shard with
+  /// 64 KiB chunks, 1.4-2.9 MiB for four. 0: no limit.
   std::uint64_t memory_limit_bytes = 0;
 };
 

@@ -40,6 +40,23 @@ constexpr const char* to_string(RemovalCause c) noexcept {
 /// It may read and write the store, but not call clear() or close() on it
 /// (Errc::invalid_argument). An exception it throws is caught and counted
 /// (Stats::listener_errors); the record counts as reported.
+///
+/// One cause per removal, the one the write or the policy gave it:
+///  - A write that gives a key a new value (put, put_if_absent over an
+///    expired record, replace, compute, the batches) reports the value it
+///    replaced as `replaced` (`expired` if its deadline had passed), also
+///    when the room a cache made for the write evicted that very record
+///    first; a compute() that removes reports `explicit_remove` likewise.
+///  - `evicted` is heard for the other records that room took, and for a
+///    key's own record when its write then failed (it threw: the key is
+///    then absent), or when the write waited at
+///    Options::memory_limit_bytes for removals to be reported or synced:
+///    it lets go of the shard's lock to wait, and looks at its key again
+///    afterwards, as a new call.
+/// Writes decide on the key as they find it before they make room: a
+/// put_if_absent of a present key returns false and evicts nothing; a
+/// replace of a present key returns true and writes, whatever the room it
+/// made evicted; put() and compute() return Computed::updated.
 using RemovalListener = std::function<void(std::string_view key, std::string_view value, RemovalCause cause)>;
 
 }  // namespace offheap

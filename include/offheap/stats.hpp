@@ -49,7 +49,10 @@ struct Stats {
   std::uint64_t records = 0;          ///< live records (== size())
   std::uint64_t key_value_bytes = 0;  ///< bytes of the keys and values of live records
   std::uint64_t live_bytes = 0;       ///< journal bytes of live records: headers,
-                                      ///< keys, values, padding
+                                      ///< keys, values, padding to 8 bytes, and
+                                      ///< the spare bytes of a free record too
+                                      ///< small to split that a record took
+                                      ///< whole (0-32 bytes a record)
   std::uint64_t free_records = 0;
   std::uint64_t free_bytes = 0;             ///< payload bytes of free records
   std::vector<FreeClassStats> free_classes;  ///< non-empty classes, smallest first

@@ -42,6 +42,7 @@
 #include <offheap/detail/checked_options.hpp>
 #include <offheap/detail/hash.hpp>
 #include <offheap/detail/maintenance.hpp>
+#include <offheap/detail/memory_floor.hpp>
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/record.hpp>
 #include <offheap/detail/shard.hpp>
@@ -114,7 +115,7 @@ class OffHeapStore {
         files_(open_files(options_)),
         hash_(options_.hash_seed ? *options_.hash_seed : detail::random_u64()),
         counters_(store_name_),
-        shards_(options_.shards, detail::shard_config(options_, files_.get()), store_name_, hash_,
+        shards_(floor_checked_shards(), detail::shard_config(options_, files_.get()), store_name_, hash_,
                 walks_) {
     if constexpr (Shard::kEvicts) {
       // Each shard holds its share; writers pass it by at most the slack
@@ -201,6 +202,25 @@ class OffHeapStore {
   /// Clears ec on success (detail/store_nothrow.hpp).
   static std::unique_ptr<OffHeapStore> open(Options options, std::error_code& ec,
                                             std::string* message = nullptr) noexcept;
+
+  /// Returns: the smallest Options::memory_limit_bytes under which a store
+  /// of this policy, opened with `options` (their memory_limit_bytes
+  /// aside), holds a record in each shard, of up to `largest_entry` bytes
+  /// of key and value (beyond min_chunk_bytes a larger record needs a
+  /// larger first chunk) with or without a TTL. An open with a limit below
+  /// it (for records of any size) is refused with Errc::out_of_space naming
+  /// it. How it is made up (per shard: the index and free-list tables, the
+  /// policy's first segments, read buffers, the removal listener's queue,
+  /// the first journal chunk and the room a chunk keeps beside it; 1/16 of
+  /// the limit for optional structures; never below capacity_bytes):
+  /// detail/memory_floor.hpp and Options::memory_limit_bytes. A store
+  /// reopened from files also maps its chunk files. Throws:
+  /// Error(invalid_argument) for options the constructor refuses.
+  static std::uint64_t minimum_memory_limit(Options options, std::uint64_t largest_entry = 0) {
+    options.memory_limit_bytes = 0;
+    const Options o = detail::checked_options<Shard::kEvicts, Shard::kLocks>(std::move(options));
+    return detail::memory_floor<typename Shard::Eviction>(o, largest_entry);
+  }
 
   // ---- writes ---------------------------------------------------------------
 
@@ -605,6 +625,13 @@ class OffHeapStore {
   static std::unique_ptr<detail::StoreFiles> open_files(Options& o) {
     if (o.path.empty()) return nullptr;
     return detail::open_store_files(o, P::id, detail::default_shards());
+  }
+  /// The shard count, once the limit is known to hold a record in each
+  /// (Errc::out_of_space naming the least one otherwise): a writable
+  /// store's open refuses a limit under which no write could succeed.
+  std::uint32_t floor_checked_shards() const {
+    if (!options_.read_only) detail::check_memory_floor<typename Shard::Eviction>(options_);
+    return options_.shards;
   }
 
 

@@ -126,6 +126,13 @@ struct Shard<P>::EvictHost {
     (void)s.remove_at(slot, loc, rec, m, key, marker, RemovalCause::evicted);
     s.host_loc_ = ~std::uint64_t{0};
     ++s.evictions_;
+    // The record the write under way replaces or removes: reported as an
+    // eviction unless that write then completes (own_key_done()).
+    if (s.own_.active && s.own_.loc == h.loc && !s.own_.evicted) {
+      s.own_.evicted = true;
+      s.own_.limit_counted = s.limit_round_;
+      s.own_.report = s.reports_on_ ? &s.reports_.back() : nullptr;
+    }
   }
 
  private:
@@ -304,10 +311,14 @@ void Shard<P>::drain_hits() {
 }
 
 template <class P>
-void Shard<P>::make_room(std::uint64_t need) {
+void Shard<P>::make_room(std::uint64_t need, const KeySeen* own) {
   // The record may take a free slot up to kMinRecord - 8 bytes larger.
   const std::uint64_t bytes = need + record::kMinRecord;
-  if (live_bytes_ + bytes <= hard_limit_) [[likely]] return;
+  // The record the write replaces leaves as the new one comes (its bytes
+  // leave live_bytes_ then, whatever frees its space): a write that grows
+  // a value by nothing evicts nothing. (Unless this very loop evicts it.)
+  const auto leaving = [&] { return own != nullptr && own->found && !own->evicted ? own->bytes : 0; };
+  if (live_bytes_ + bytes <= hard_limit_ + leaving()) [[likely]] return;
   if (bytes > hard_limit_) {
     throw Error(Errc::value_too_large,
                 journal_.name() + ": a record of " + std::to_string(need) +
@@ -330,7 +341,7 @@ void Shard<P>::make_room(std::uint64_t need) {
   // first, so that the victims are chosen on them.
   if constexpr (kBufferedHits) drain_hits();
   EvictHost host{*this};
-  while (live_bytes_ != 0 && live_bytes_ + bytes > hard_limit_ && policy_.evict_one(host)) {
+  while (live_bytes_ != 0 && live_bytes_ + bytes > hard_limit_ + leaving() && policy_.evict_one(host)) {
   }
 }
 
@@ -369,6 +380,7 @@ bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
   // Store::free_waiting_removals()) take 1/16 at once: fewer of those.
   const std::uint64_t share = reports_on_ || defer_frees_ ? before / 16 : before / 128;
   const std::uint64_t want = bytes + (share << std::min<std::uint64_t>(round - 1, 4));
+  limit_round_ = true;  // (a write's own record evicted here is counted in limit_evictions_)
   try {
     while (live_bytes_ != 0 && before - live_bytes_ < want && policy_.evict_one(host)) {
     }
@@ -376,9 +388,11 @@ bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
     // An eviction's dead marker found no room (its space waits for a sync
     // or a report): those made so far count; the store's write frees
     // what waits and tries again.
+    limit_round_ = false;
     limit_evictions_ += evictions_ - evicted;
     throw;
   }
+  limit_round_ = false;
   limit_evictions_ += evictions_ - evicted;
   // (Periodic: even when evictions without markers freed room at once, the
   // caller's retry goes through the store, which syncs: retried here, the

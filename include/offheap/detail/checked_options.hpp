@@ -138,6 +138,26 @@ Options checked_options(Options o) {
   return o;
 }
 
+/// Removals that free their space only after a sync or a report need a
+/// dead marker (and list entries) first: under a memory limit, record
+/// chunks leave room for a marker chunk and a few list pages per shard,
+/// at most an eighth of the limit. The room wanted before that eighth: 0
+/// where removals free at once.
+inline std::uint64_t marker_reserve_wanted(const Options& o, bool durable) noexcept {
+  const bool reports = static_cast<bool>(o.on_removal) && !o.read_only;
+  const bool periodic = durable && o.durability == Durability::periodic;
+  if (!reports && !periodic) return 0;
+  return (o.min_chunk_bytes + (std::uint64_t{64} << 10)) * o.shards;
+}
+
+/// Keys spread over shards binomially: room for four standard deviations
+/// above the mean, so that a store filled to expected_entries never grows.
+inline std::uint64_t expected_per_shard(const Options& o) noexcept {
+  if (o.expected_entries == 0) return 0;
+  const double per = static_cast<double>(o.expected_entries) / o.shards;
+  return static_cast<std::uint64_t>(per + 4 * std::sqrt(per) + 16);
+}
+
 inline ShardConfig shard_config(const Options& o, StoreFiles* files) {
   ShardConfig c;
   c.journal.min_chunk_bytes = o.min_chunk_bytes;
@@ -154,20 +174,10 @@ inline ShardConfig shard_config(const Options& o, StoreFiles* files) {
   c.clock = o.clock;
   c.compaction_factor = o.compaction_factor;
   c.report_removals = static_cast<bool>(o.on_removal) && !o.read_only;
-  // Removals that free their space only after a sync or a report need a
-  // dead marker (and list entries) first: under a memory limit, record
-  // chunks leave room for a marker chunk and a few list pages per shard,
-  // at most an eighth of the limit.
-  if (o.memory_limit_bytes != 0 && (c.report_removals || (c.durable && c.defer_frees && !c.sync_each_write))) {
-    const std::uint64_t per_shard = o.min_chunk_bytes + (std::uint64_t{64} << 10);
-    c.journal.limit_reserve = std::min(o.memory_limit_bytes / 8, per_shard * o.shards);
+  if (o.memory_limit_bytes != 0) {
+    c.journal.limit_reserve = std::min(o.memory_limit_bytes / 8, marker_reserve_wanted(o, c.durable));
   }
-  // Keys spread over shards binomially: room for four standard deviations
-  // above the mean, so that a store filled to expected_entries never grows.
-  if (o.expected_entries != 0) {
-    const double per = static_cast<double>(o.expected_entries) / o.shards;
-    c.expected_entries = static_cast<std::uint64_t>(per + 4 * std::sqrt(per) + 16);
-  }
+  c.expected_entries = expected_per_shard(o);
   return c;
 }
 

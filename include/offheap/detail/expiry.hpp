@@ -75,6 +75,12 @@ class ExpiryWheel {
     now_ = now;
   }
 
+  /// What the first reserve_one() maps: a node and a heap entry's arrays
+  /// (memory_floor.hpp).
+  static std::uint64_t first_bytes() noexcept {
+    return MappedArray<Node>::first_bytes() + MappedArray<Entry>::first_bytes();
+  }
+
   /// Makes the next schedule() map nothing, so that it cannot fail; throws
   /// Error(out_of_space), nothing changed, if it cannot.
   void reserve_one() {

@@ -77,6 +77,9 @@ class FreeLists {
   }
   FreeLists(const FreeLists&) = delete;
   FreeLists& operator=(const FreeLists&) = delete;
+  /// What a shard's lists map before its first record: the table (the
+  /// per-chunk counts come with the first chunk) (memory_floor.hpp).
+  static std::uint64_t table_mapped_bytes() noexcept { return round_up(kTableBytes, page_size()); }
   ~FreeLists() { unmap(table_, round_up(kTableBytes, page_size()), store_); }
 
   /// Whether `capacity` can be a free record's: whole words, at least the

@@ -24,14 +24,22 @@
 // so that a cache that is only read still has its hits drained every
 // millisecond.
 //
-// Memory: kMaxThreads rings of 1 KiB per shard mapped up front without
-// swap reservation; a ring's page is touched only once its thread reads.
+// Memory: kMaxThreads rings of 1 KiB per shard, as address space reserved
+// up front (inaccessible, not counted against Options::memory_limit_bytes)
+// and opened a page (4 rings) at a time as reader threads come: the first
+// hit of a thread whose ring is on a page not open yet takes the page from
+// the budget and opens it (grant()), or, if the limit leaves no room, drops
+// the hit (uncounted) and tries again at its next hit. Only open rings are
+// read or written (granted_ bounds every loop). So a cache read by a few
+// threads maps a few pages, not 1 MiB a shard (a small limit would hold
+// nothing else).
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
 #include <offheap/detail/os.hpp>
 #include <offheap/detail/thread_slots.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -46,10 +54,13 @@ class HitBuffers {
   static constexpr std::uint64_t kEntries = 32;
 
   explicit HitBuffers(const StoreName& store)
-      : store_(store), rings_(reinterpret_cast<Ring*>(map_anonymous(kBytes, store, "the read buffers"))) {}
+      : store_(store), rings_(reinterpret_cast<Ring*>(reserve_address_space(kBytes, store, "the read buffers"))) {}
   HitBuffers(const HitBuffers&) = delete;
   HitBuffers& operator=(const HitBuffers&) = delete;
-  ~HitBuffers() { unmap(rings_, kBytes, store_); }
+  ~HitBuffers() {
+    unmap_reserved(rings_, kBytes);
+    store_.budget.give(granted_.load(std::memory_order_relaxed) * sizeof(Ring));
+  }
 
   /// A reader's hit on the record at `loc` with `stamp`, of the key whose
   /// hash is `hash` (the policy's drain needs no second look at the record
@@ -60,7 +71,12 @@ class HitBuffers {
   [[gnu::always_inline]] bool record(std::uint64_t loc, std::uint64_t stamp, std::uint64_t hash,
                                      bool may_drain) noexcept {
     const std::uint32_t n = ThreadNumbers::current();
-    if (n >= kMaxThreads) [[unlikely]] return true;
+    // (granted_ <= kMaxThreads: also the bound of the ring array.)
+    // Acquire: pairs with grant()'s release, after another thread opened
+    // this thread's page.
+    if (n >= granted_.load(std::memory_order_acquire)) [[unlikely]] {
+      if (!grant(n)) return true;
+    }
     Ring& r = rings_[n];
     const std::uint64_t head = r.head.load(std::memory_order_relaxed);  // this thread's own
     if (head - r.seen_tail >= kEntries) [[unlikely]] {
@@ -78,12 +94,14 @@ class HitBuffers {
   /// Counts a hit this thread dropped (its ring was full).
   void note_dropped() noexcept {
     const std::uint32_t n = ThreadNumbers::current();
-    if (n < kMaxThreads) count_drop(rings_[n]);
+    if (n < granted_.load(std::memory_order_acquire)) count_drop(rings_[n]);  // (as record())
   }
   /// Hits dropped since the store was created (a racy sum: statistics).
   std::uint64_t dropped() const noexcept {
     std::uint64_t n = 0;
-    const std::uint32_t threads = ThreadNumbers::high_water();
+    // Open rings only (pairs with grant()'s release): the others cannot be read.
+    const std::uint32_t threads =
+        std::min(ThreadNumbers::high_water(), granted_.load(std::memory_order_acquire));
     for (std::uint32_t t = 0; t < threads; ++t) n += rings_[t].dropped.load(std::memory_order_relaxed);
     return n;
   }
@@ -93,7 +111,9 @@ class HitBuffers {
   template <class F>
   std::uint64_t drain(F&& fn) {
     std::uint64_t n = 0;
-    const std::uint32_t threads = ThreadNumbers::high_water();
+    // Open rings only (pairs with grant()'s release): the others cannot be read.
+    const std::uint32_t threads =
+        std::min(ThreadNumbers::high_water(), granted_.load(std::memory_order_acquire));
     for (std::uint32_t t = 0; t < threads; ++t) {
       Ring& r = rings_[t];
       const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);  // the drainer's own
@@ -123,9 +143,45 @@ class HitBuffers {
     drain([](std::uint64_t, std::uint64_t, std::uint64_t) {});
   }
 
-  std::uint64_t mapped_bytes() const noexcept { return kBytes; }
+  /// What the first reader thread's hit counts: a page of rings
+  /// (memory_floor.hpp).
+  static std::uint64_t first_bytes() noexcept { return kRingsPerPage * sizeof(Ring); }
+  /// The rings' pages counted against the budget (those of the reader
+  /// threads so far).
+  std::uint64_t mapped_bytes() const noexcept { return granted_.load(std::memory_order_relaxed) * sizeof(Ring); }
 
  private:
+  static constexpr std::uint32_t kRingsPerPage = 4;  // 4 KiB pages: counted a page at a time
+
+  /// Counts the pages of the rings up to thread `n`'s against the budget
+  /// (a thread's first hit; at most kMaxThreads / 4 times per shard in
+  /// all). False if `n` is past the rings or the limit refused a page.
+  [[gnu::cold, gnu::noinline]] bool grant(std::uint32_t n) noexcept {
+    if (n >= kMaxThreads) return false;
+    std::uint32_t have = granted_.load(std::memory_order_relaxed);
+    while (n >= have) {
+      const std::uint32_t want = std::min<std::uint32_t>(have + kRingsPerPage, kMaxThreads);
+      const std::uint64_t bytes = (want - have) * sizeof(Ring);
+      if (!store_.budget.take(bytes)) return false;
+      // (Two threads that race open the same page: the loser's call
+      // changes nothing.)
+      if (!open_reserved(rings_ + have, bytes)) {
+        store_.budget.give(bytes);
+        return false;
+      }
+      // Release: pairs with the acquire loads of granted_ by the drainer
+      // and stats (drain(), dropped()), which then read only open pages.
+      // On a lost race the page's count goes back and `have` is the
+      // winner's count.
+      if (!granted_.compare_exchange_strong(have, want, std::memory_order_release, std::memory_order_relaxed)) {
+        store_.budget.give(bytes);
+        continue;
+      }
+      have = want;
+    }
+    return true;
+  }
+
   struct Ring;
   /// Whether the drainer has made room since the reader last looked.
   static bool room(Ring& r, std::uint64_t head) noexcept {
@@ -167,6 +223,7 @@ class HitBuffers {
 
   const StoreName& store_;
   Ring* rings_;
+  std::atomic<std::uint32_t> granted_{0};  // rings whose pages the budget counts (grant())
   std::atomic<bool> full_{false};  // a reader found its ring full (full())
 };
 

@@ -19,6 +19,8 @@ namespace offheap::detail {
 class LocationList {
  public:
   explicit LocationList(const StoreName& name) : name_(name) {}
+  /// What the first reserve maps: a page (memory_floor.hpp).
+  static std::uint64_t first_bytes() noexcept { return page_size(); }
   LocationList(const LocationList&) = delete;
   LocationList& operator=(const LocationList&) = delete;
   ~LocationList() { unmap(data_, capacity_ * 8, name_); }

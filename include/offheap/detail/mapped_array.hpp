@@ -79,6 +79,10 @@ class MappedArray {
   static constexpr std::uint64_t kMaxElements = (std::uint64_t{1} << 32) - 1;
   static constexpr std::uint64_t kMaxSegments = (kMaxElements + kPerSegment - 1) / kPerSegment;
 
+  /// What the first element maps: a page of directory and a segment
+  /// (Options::memory_limit_bytes' floor, memory_floor.hpp).
+  static std::uint64_t first_bytes() noexcept { return page_size() + kSegmentBytes; }
+
   /// `store` and `what` name the array in an out_of_space error.
   MappedArray(const StoreName& store, const char* what) : store_(store), what_(what), dir_(store, what) {}
   MappedArray(const MappedArray&) = delete;

@@ -66,6 +66,12 @@ class MappedFifo {
     items(tail_)[tail_pos_++] = v;
     ++size_;
   }
+  /// The newest entry, which stays where it is until it is popped.
+  /// Requires !empty().
+  T& back() noexcept {
+    assert(size_ != 0);
+    return items(tail_)[tail_pos_ - 1];
+  }
   /// The oldest entry. Requires !empty().
   const T& front() const noexcept {
     assert(size_ != 0);

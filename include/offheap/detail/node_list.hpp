@@ -28,6 +28,12 @@ class NodeLists {
   static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
   static constexpr unsigned kMaxLists = 4;
 
+  /// What the first reserve_one() maps: a page of directory, a segment of
+  /// nodes and the first page of the location table (memory_floor.hpp).
+  static std::uint64_t first_bytes() noexcept {
+    return page_size() + kSegmentBytes + table_bytes(page_size() / sizeof(Slot));
+  }
+
   struct Node {
     std::uint64_t loc;
     std::uint64_t stamp;

@@ -85,6 +85,33 @@ inline std::byte* map_anonymous(std::uint64_t bytes, const StoreName& store, con
   return static_cast<std::byte*>(p);
 }
 
+/// Anonymous address space of `bytes`, reserved but inaccessible
+/// (PROT_NONE) and not counted against the store's budget: for a
+/// structure that opens (open_reserved()) and counts the parts it uses
+/// itself (HitBuffers' pages, as reader threads come). Unmapped with
+/// unmap_reserved().
+inline std::byte* reserve_address_space(std::uint64_t bytes, const StoreName& store, const char* what) {
+  void* p = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    throw Error(Errc::out_of_space, store.name + ": mmap of " + std::to_string(bytes) + " bytes for " + what +
+                                        " failed: " + errno_text(err));
+  }
+  return static_cast<std::byte*>(p);
+}
+
+/// Makes [p, p + bytes) of a reserve_address_space() range readable and
+/// writable (zeros): false if the kernel refuses. The caller counts it.
+inline bool open_reserved(void* p, std::uint64_t bytes) noexcept {
+  return ::mprotect(p, bytes, PROT_READ | PROT_WRITE) == 0;
+}
+
+/// Unmaps what reserve_address_space() mapped (the budget is the caller's
+/// to give for what it opened).
+inline void unmap_reserved(void* p, std::uint64_t bytes) noexcept {
+  if (p != nullptr && bytes != 0) ::munmap(p, bytes);
+}
+
 /// map_anonymous() for a structure that can do without the memory (an
 /// S3-FIFO ghost, a frequency sketch that keeps its size): under
 /// Options::memory_limit_bytes, only while every such structure of the

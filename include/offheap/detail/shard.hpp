@@ -670,7 +670,47 @@ class alignas(64) Shard {
     std::uint64_t bytes = 0;  // header, key, value, padding
   };
   Held held_record(Location loc, std::uint64_t stamp, bool check_intact) const;
-  void make_room(std::uint64_t bytes);
+  /// A write's look at its key, taken once per hold of the writer lock,
+  /// before it makes room (write(), compute(), each entry of a batch): what
+  /// the call decides on, and whether the room made for it evicted the
+  /// key's own record (EvictHost::evict notes it).
+  struct KeySeen {
+    bool active = false;   // a write holds it (OwnKey)
+    bool looked = false;
+    bool found = false;    // a record of the key was there...
+    bool expired = false;  // ... with its deadline passed (absent to the caller)
+    std::uint64_t loc = ~std::uint64_t{0};  // its location (raw)
+    std::uint64_t bytes = 0;                // and journal bytes
+    bool evicted = false;        // the room made for this write evicted it
+    bool limit_counted = false;  // ... in an eviction for the memory limit
+    Retired* report = nullptr;   // ... and its report waits there (a listener)
+    bool present() const noexcept { return found && !expired; }
+  };
+  /// Gives a write the shard's KeySeen (own_), fresh, for as long as it
+  /// holds the lock.
+  struct OwnKey {
+    Shard& s;
+    explicit OwnKey(Shard& shard) noexcept : s(shard) {
+      s.own_ = KeySeen{};
+      s.own_.active = true;
+    }
+    OwnKey(const OwnKey&) = delete;
+    OwnKey& operator=(const OwnKey&) = delete;
+    ~OwnKey() { s.own_.active = false; }
+    KeySeen& seen() const noexcept { return s.own_; }
+  };
+  /// Finds the key (find_intact()) and notes in `seen` what it found.
+  Index::Found look_at_key(std::string_view key, std::uint64_t h, KeySeen& seen);
+  /// The write `seen` belongs to has written (or removed) its key: if the
+  /// room made for it evicted the key's own record, that removal is
+  /// reported, and counted, with `cause` (the one the write gives what it
+  /// replaces or removes) instead of evicted. Its report is still queued:
+  /// the lock was held from the eviction to here.
+  void own_key_done(KeySeen& seen, RemovalCause cause) noexcept;
+  /// Evicts until a record of `bytes` fits under the hard limit, the bytes
+  /// of `own` (the record the write replaces, while it is there) counted
+  /// as leaving.
+  void make_room(std::uint64_t bytes, const KeySeen* own = nullptr);
   /// policy_.reserve(); when the memory limit refuses it, the policy's
   /// entries of records gone since go first (drop_stale), then once more.
   void reserve_policy();
@@ -683,8 +723,11 @@ class alignas(64) Shard {
   bool room_for_retry(const LimitReached& e, std::uint64_t need, std::uint64_t& rounds, bool& evicted_for_wheel);
   /// erase() with the writer lock held.
   bool erase_locked(std::string_view key, std::uint64_t h, const std::string_view* expected);
+  /// write() with the writer lock held; `seen` carries the call's look at
+  /// its key over its tries (a write_locked() the memory limit refused is
+  /// tried again).
   Computed write_locked(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
-                        Mode mode, std::string_view expected, std::uint64_t deadline,
+                        Mode mode, std::string_view expected, std::uint64_t deadline, KeySeen& seen,
                         const ValueFill* fill = nullptr);
   /// A fill write's value, written by `fill` into the slot just allocated
   /// for it; if fill throws, the slot is freed again and the exception goes on.
@@ -764,6 +807,8 @@ class alignas(64) Shard {
   std::uint64_t evictions_ = 0;
   std::uint64_t limit_evictions_ = 0;  // of evictions_: for Options::memory_limit_bytes
   std::uint64_t hits_applied_ = 0;  // buffered hits handed to the policy
+  KeySeen own_;                // the write under way's look at its key (OwnKey: active)
+  bool limit_round_ = false;   // evict_for_room() is evicting
   std::uint64_t host_loc_ = ~std::uint64_t{0};  // the record whose slot current() found last
   std::uint64_t host_slot_ = 0;
   bool count_hits_;  // readers raise policy bits (a writable cache: a read-only one writes nothing)

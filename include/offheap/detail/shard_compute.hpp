@@ -21,40 +21,41 @@ Computed Shard<P>::compute(std::string_view key, std::uint64_t h, std::uint64_t 
   bool evicted_for_wheel = false;
   ComputeDecision d;
   bool decided = false;
-  bool was_present = false;
+  const OwnKey own(*this);
+  KeySeen& seen = own.seen();  // the look decide() was given, for the write that follows
   for (;;) {
     try {
       if (!decided) {
         ComputeCurrent cur;
-        const Index::Found f = find_intact(key, h);
-        if (f.found) {
-          const std::byte* rec = journal_.at(index_.location(f.slot));
+        (void)look_at_key(key, h, seen);
+        // A record whose deadline has passed is absent (as for write()).
+        if (seen.present()) {
+          const std::byte* rec = journal_.at(Location::from_raw(seen.loc));
           const record::Meta m = record::read_meta(rec);
-          // A record whose deadline has passed is absent (as for write()).
-          const std::uint64_t dl = record::deadline_of(rec, m, record::kHeaderBytes + m.capacity());
-          if (dl == 0 || !expired(dl)) {
-            cur.present = true;
-            cur.value = std::string_view(record::value_bytes(rec, m.key_len), m.value_len);
-            cur.type = m.type;
-            cur.stamp = record::read_stamp(rec);
-          }
+          cur.present = true;
+          cur.value = std::string_view(record::value_bytes(rec, m.key_len), m.value_len);
+          cur.type = m.type;
+          cur.stamp = record::read_stamp(rec);
         }
         d = decide(cur);  // may throw: nothing has changed
         decided = true;
-        was_present = cur.present;
       }
       // Room the limit refuses below is made by evictions under this same
       // hold of the lock: the decision stands (it was taken on the key as
-      // it was; an eviction of the key itself is the cache's own doing).
+      // it was). An eviction of the key's own record made for this write
+      // is reported as the write's own removal (own_key_done()).
       switch (d.action) {
         case ComputeDecision::Action::keep:
           return Computed::unchanged;
         case ComputeDecision::Action::remove:
-          if (!was_present) return Computed::unchanged;
-          return erase_locked(key, h, nullptr) ? Computed::removed : Computed::unchanged;
+          if (!seen.present()) return Computed::unchanged;
+          if (erase_locked(key, h, nullptr)) return Computed::removed;
+          if (!seen.evicted) return Computed::unchanged;
+          own_key_done(seen, RemovalCause::explicit_remove);  // (its marker's room evicted it)
+          return Computed::removed;
         case ComputeDecision::Action::write:
-          (void)write_locked(key, h, d.value, d.type, Mode::upsert, {}, deadline);
-          return was_present ? Computed::updated : Computed::inserted;
+          (void)write_locked(key, h, d.value, d.type, Mode::upsert, {}, deadline, seen);
+          return seen.present() ? Computed::updated : Computed::inserted;
       }
       return Computed::unchanged;
     } catch (const LimitReached& e) {
@@ -73,11 +74,16 @@ void Shard<P>::write_batch(std::size_t n, std::size_t& done, std::size_t& insert
   const WriteLock guard(*this);
   std::uint64_t rounds = 0;
   bool evicted_for_wheel = false;
+  const OwnKey own(*this);
+  KeySeen& seen = own.seen();  // the current entry's look at its key (kept over its tries)
   while (done < n) {
     const auto [key, h, value] = entry(done);
     try {
-      inserted += write_locked(key, h, value, type_tag::bytes, Mode::upsert, {}, deadline) == Computed::inserted;
+      inserted += write_locked(key, h, value, type_tag::bytes, Mode::upsert, {}, deadline, seen) ==
+                  Computed::inserted;
       ++done;
+      seen = KeySeen{};
+      seen.active = true;
       rounds = 0;
       evicted_for_wheel = false;
     } catch (const LimitReached& e) {

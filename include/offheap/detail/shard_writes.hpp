@@ -44,12 +44,15 @@ Computed Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view
   // not bring the room it lacks.
   std::uint64_t rounds = 0;
   bool evicted_for_wheel = false;
+  const OwnKey own(*this);
+  KeySeen& seen = own.seen();
   for (;;) {
     try {
-      return write_locked(key, h, value, type, mode, expected, deadline, fill);
+      return write_locked(key, h, value, type, mode, expected, deadline, seen, fill);
     } catch (const LimitReached& e) {
       // (write_locked() throws only before it changes anything, and the
-      // key itself may have been evicted: it starts again from the top.)
+      // key itself may have been evicted since its look: it goes on with
+      // the decision taken then.)
       const std::size_t n = fill != nullptr ? fill->size : value.size();
       if (!room_for_retry(e, record::payload_for(key.size(), n, deadline != 0), rounds,
                           evicted_for_wheel)) {
@@ -88,37 +91,53 @@ bool Shard<P>::room_for_retry(const LimitReached& e, std::uint64_t need, std::ui
   return false;
 }
 
+/// The write's decision is taken on the key as its first look under this
+/// hold of the lock finds it, before any room is made: insert returns at
+/// once if the key is there, replace if it is not, replace_if if its value
+/// differs. The room then made may evict the key's own record; the write
+/// goes on as decided, and that removal is reported as what the write
+/// made it (replaced, or expired), not as an eviction (own_key_done).
 template <class P>
 Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_view value,
                                 std::uint8_t type, Mode mode, std::string_view expected,
-                                std::uint64_t deadline, const ValueFill* fill) {
+                                std::uint64_t deadline, KeySeen& seen, const ValueFill* fill) {
   const std::uint64_t need =
       record::payload_for(key.size(), fill != nullptr ? fill->size : value.size(), deadline != 0);
+  Index::Found f{};
+  const bool fresh = !seen.looked;
+  if (fresh) {
+    f = look_at_key(key, h, seen);
+    // A record whose deadline has passed is absent: insert writes over it
+    // (it leaves as expired), replace finds nothing to replace.
+    if (seen.present() ? mode == Mode::insert : (mode == Mode::replace || mode == Mode::replace_if)) {
+      return Computed::unchanged;
+    }
+    if (mode == Mode::replace_if) {
+      const std::byte* rec = journal_.at(Location::from_raw(seen.loc));
+      const record::Meta m = record::read_meta(rec);
+      if (!(m.value_len == expected.size() &&
+            std::memcmp(record::value_bytes(rec, m.key_len), expected.data(), expected.size()) == 0)) {
+        return Computed::unchanged;
+      }
+    }
+  }
+  const std::uint64_t evictions_before = evictions_;
   if constexpr (kEvicts) {
-    make_room(record::kHeaderBytes + need);  // before the key's slot is found: it may go
-    reserve_policy();                        // may throw; nothing has changed yet
+    make_room(record::kHeaderBytes + need, &seen);  // may evict the key's own record
+    reserve_policy();                               // may throw; nothing has changed yet
   }
   if (deadline != 0) wheel_.reserve_one();  // may throw; nothing has changed yet
-  Index::Found f = find_intact(key, h);
+  // The slot again if records left since the look (or the look was an
+  // earlier try's).
+  if (!fresh || evictions_ != evictions_before) f = find_intact(key, h);
   if (f.found) {
     const Location old = index_.location(f.slot);
     std::byte* rec = journal_.at(old);
     const record::Meta m = record::read_meta(rec);
     const std::uint64_t cap = m.capacity();
-    // A record whose deadline has passed is absent: insert writes over it
-    // (it leaves as expired), replace finds nothing to replace.
-    const std::uint64_t old_deadline = record::deadline_of(rec, m, record::kHeaderBytes + cap);
-    const bool gone = old_deadline != 0 && expired(old_deadline);
-    if (gone ? (mode == Mode::replace || mode == Mode::replace_if) : mode == Mode::insert) {
-      return Computed::unchanged;
-    }
+    const bool gone = seen.expired;
     [[maybe_unused]] const eviction::Handle before{old.raw(), record::read_stamp(rec), h,
                                                    record::kHeaderBytes + m.capacity()};
-    if (mode == Mode::replace_if &&
-        !(m.value_len == expected.size() &&
-          std::memcmp(record::value_bytes(rec, m.key_len), expected.data(), expected.size()) == 0)) {
-      return Computed::unchanged;
-    }
     const RemovalCause cause = gone ? RemovalCause::expired : RemovalCause::replaced;
     int err = 0;
     if (kInPlace && !durable_ && !reports_on_ && need <= cap && fill == nullptr) {
@@ -169,7 +188,8 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
     if (err != 0) sync_failed(err);
     return gone ? Computed::inserted : Computed::updated;
   }
-  if (mode == Mode::replace || mode == Mode::replace_if) return Computed::unchanged;
+  // Absent, or its record evicted for this write's room (then reported
+  // as replaced or expired, below).
   if (index_.needs_room()) {
     grow_index();  // may throw; nothing has changed yet
     f = find_for_write(key, h);
@@ -186,10 +206,44 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
   live_bytes_ += record::kHeaderBytes + s.capacity;
   ++puts_;
   if (++writes_since_reclaim_ % 1024 == 0) index_.drop_retired(walks_);
+  const bool replaced = seen.present();
+  if (seen.evicted) own_key_done(seen, seen.expired ? RemovalCause::expired : RemovalCause::replaced);
   if (sync_each_) {
     if (const int err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity)) sync_failed(err);
   }
-  return Computed::inserted;
+  return replaced ? Computed::updated : Computed::inserted;
+}
+
+template <class P>
+Index::Found Shard<P>::look_at_key(std::string_view key, std::uint64_t h, KeySeen& seen) {
+  const Index::Found f = find_intact(key, h);
+  seen.looked = true;
+  if (f.found) {
+    const Location at = index_.location(f.slot);
+    const std::byte* rec = journal_.at(at);
+    const record::Meta m = record::read_meta(rec);
+    const std::uint64_t dl = record::deadline_of(rec, m, record::kHeaderBytes + m.capacity());
+    seen.found = true;
+    seen.expired = dl != 0 && expired(dl);
+    seen.loc = at.raw();
+    seen.bytes = record::kHeaderBytes + m.capacity();
+  }
+  return f;
+}
+
+template <class P>
+void Shard<P>::own_key_done(KeySeen& seen, RemovalCause cause) noexcept {
+  seen.evicted = false;
+  --evictions_;
+  if (seen.limit_counted) --limit_evictions_;
+  switch (cause) {
+    case RemovalCause::expired: ++expirations_; break;
+    case RemovalCause::replaced: ++replaced_; break;
+    default: ++removes_; break;
+  }
+  if (seen.report != nullptr) {
+    seen.report->rec = (seen.report->rec & ~Location::kSlotBits) | static_cast<std::uint64_t>(cause);
+  }
 }
 
 template <class P>

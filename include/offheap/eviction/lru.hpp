@@ -26,6 +26,8 @@ class Lru {
 
   void set_capacity(std::uint64_t bytes) noexcept { capacity_ = bytes; }
   void reserve() { nodes_.reserve_one(); }
+  /// What the first reserve() maps (Options::memory_limit_bytes' floor).
+  static std::uint64_t first_bytes() noexcept { return detail::NodeLists::first_bytes(); }
 
   template <class Host>
   void admit(const Handle& h, Host&) {

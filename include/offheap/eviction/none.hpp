@@ -21,6 +21,7 @@ class NoEviction {
   explicit NoEviction(const detail::StoreName&) noexcept {}
   void set_capacity(std::uint64_t) noexcept {}
   void reserve() noexcept {}
+  static constexpr std::uint64_t first_bytes() noexcept { return 0; }
   template <class Host>
   void admit(const Handle&, Host&) noexcept {}
   template <class Host>

@@ -47,6 +47,10 @@ class S3Fifo {
     small_target_ = bytes / 10;
   }
 
+  /// What the first reserve() maps: a segment of each queue
+  /// (Options::memory_limit_bytes' floor; the ghost is optional).
+  static std::uint64_t first_bytes() noexcept { return 2 * Queue::kSegmentBytes; }
+
   void reserve() {
     small_.reserve_one();
     // Main's room is not required: a ghost hit that finds none (under

@@ -103,6 +103,9 @@ class WTinyLfu {
   /// Maps what the next admit() or replace() needs: a node and its table
   /// slot (the sketch's first table is mapped at the first admit).
   void reserve() { nodes_.reserve_one(); }
+  /// What the first reserve() maps (Options::memory_limit_bytes' floor;
+  /// the sketch is optional: map_optional()).
+  static std::uint64_t first_bytes() noexcept { return detail::NodeLists::first_bytes(); }
 
   /// At open, oldest first: into the window, as a new record (the window
   /// spills to probation as it fills, so the oldest records end there).

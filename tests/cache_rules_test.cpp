@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -371,4 +373,76 @@ TEMPLATE_TEST_CASE("Every value a write replaces is heard as replaced, and write
     REQUIRE(st.evictions == heard_evicted);
     REQUIRE(c.verify().empty());
   }
+}
+
+// Thread numbers are the process's: before the review's fix, a reader
+// numbered 200 opened and counted every page of rings up to its own (51
+// pages of one shard), and at minimum_memory_limit() a shard with no record
+// yet could then store none.
+TEMPLATE_TEST_CASE("A reader thread counts the page of its own ring, whatever its number",
+                   "[memory_limit]", LruCache, TinyLfuCache) {
+  Options o;
+  o.shards = 1;
+  o.capacity_bytes = 16 << 10;
+  o.background_maintenance = false;
+  TestType c(o);
+  c.put("k", "v");
+  // 200 threads that hold thread numbers (a read of another cache gives
+  // them theirs) while a 201st reads this one.
+  TestType other(o);
+  std::atomic<int> ready{0};
+  std::atomic<bool> release{false};
+  std::vector<std::thread> holders;
+  for (int i = 0; i < 200; ++i) {
+    holders.emplace_back([&] {
+      (void)other.get("x");
+      ready.fetch_add(1);
+      while (!release.load()) std::this_thread::yield();
+    });
+  }
+  while (ready.load() != 200) std::this_thread::yield();
+  const std::uint64_t before = c.stats().memory_mapped_bytes;
+  std::thread([&] { REQUIRE(c.get("k") == "v"); }).join();
+  const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  CHECK(c.stats().memory_mapped_bytes - before == page);
+  release.store(true);
+  for (std::thread& t : holders) t.join();
+}
+
+TEST_CASE("minimum_memory_limit() refuses an entry no store of the options could hold", "[memory_limit]") {
+  Options o;
+  o.shards = 1;
+  o.max_chunk_bytes = 8192;
+  o.min_chunk_bytes = 4096;
+  REQUIRE(Store::minimum_memory_limit(o, 4000) > 0);
+  try {
+    (void)Store::minimum_memory_limit(o, 20000);
+    FAIL("a floor for records past max_chunk_bytes");
+  } catch (const offheap::Error& e) {
+    REQUIRE(e.code() == Errc::value_too_large);
+  }
+  o.capacity_bytes = 16 << 10;
+  o.max_chunk_bytes = 1 << 20;
+  REQUIRE(Cache::minimum_memory_limit(o, 8000) > 0);
+  try {
+    (void)Cache::minimum_memory_limit(o, 30000);  // (a 16 KiB shard takes 20 KiB with its slack)
+    FAIL("a floor for records past a cache shard's share and slack");
+  } catch (const offheap::Error& e) {
+    REQUIRE(e.code() == Errc::value_too_large);
+  }
+}
+
+TEST_CASE("A new store refused for its memory limit leaves nothing on disk", "[memory_limit]") {
+  TempDir dir;
+  Options o;
+  o.shards = 2;
+  o.path = dir.path() / "store";
+  o.memory_limit_bytes = 65536;
+  try {
+    Store s(o);
+    FAIL("opened under the minimum");
+  } catch (const offheap::Error& e) {
+    REQUIRE(e.code() == Errc::out_of_space);
+  }
+  REQUIRE_FALSE(std::filesystem::exists(o.path));
 }

@@ -213,8 +213,8 @@ struct Options {
   /// the message naming it). Made up of, per shard: the index table for
   /// expected_entries and its spare, the free-list and per-chunk tables,
   /// the policy's first segments (S3-FIFO 128 KiB, LRU and W-TinyLFU
-  /// 72 KiB), a page of read buffers (LRU, W-TinyLFU: a page per four
-  /// reader threads, counted as they come), the expiry wheel's first
+  /// 72 KiB), a page of read buffers (LRU, W-TinyLFU: each reader thread's
+  /// ring, 1 KiB, on a page counted at its first read), the expiry wheel's first
   /// segments, the removal listener's queue (64 KiB) and lists, the first
   /// journal chunk (min_chunk_bytes, or the largest record), and the room a
   /// chunk keeps beside it for those to grow; per store: the read counters

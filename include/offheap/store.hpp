@@ -214,8 +214,12 @@ class OffHeapStore {
   /// the first journal chunk and the room a chunk keeps beside it; 1/16 of
   /// the limit for optional structures; never below capacity_bytes):
   /// detail/memory_floor.hpp and Options::memory_limit_bytes. A store
-  /// reopened from files also maps its chunk files. Throws:
-  /// Error(invalid_argument) for options the constructor refuses.
+  /// reopened from files also maps its chunk files; its shard count is
+  /// its own (options.shards 0 counts the default for a new store: pass
+  /// the store's, Stats::shards). Throws: Error(invalid_argument) for
+  /// options the constructor refuses; Error(value_too_large) for an entry
+  /// no store of these options could hold (past max_chunk_bytes, or a
+  /// cache shard's share plus its slack).
   static std::uint64_t minimum_memory_limit(Options options, std::uint64_t largest_entry = 0) {
     options.memory_limit_bytes = 0;
     const Options o = detail::checked_options<Shard::kEvicts, Shard::kLocks>(std::move(options));
@@ -624,6 +628,14 @@ class OffHeapStore {
 
   static std::unique_ptr<detail::StoreFiles> open_files(Options& o) {
     if (o.path.empty()) return nullptr;
+    // A new store's limit is checked before anything is created for it
+    // (an existing one's shard count is its own: checked once read).
+    std::error_code ec;
+    if (!o.read_only && o.memory_limit_bytes != 0 && !std::filesystem::exists(o.path / "meta", ec)) {
+      Options n = o;
+      if (n.shards == 0) n.shards = detail::default_shards();
+      detail::check_memory_floor<typename Shard::Eviction>(n);
+    }
     return detail::open_store_files(o, P::id, detail::default_shards());
   }
   /// The shard count, once the limit is known to hold a record in each

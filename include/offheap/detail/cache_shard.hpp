@@ -380,7 +380,15 @@ bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
   // Store::free_waiting_removals()) take 1/16 at once: fewer of those.
   const std::uint64_t share = reports_on_ || defer_frees_ ? before / 16 : before / 128;
   const std::uint64_t want = bytes + (share << std::min<std::uint64_t>(round - 1, 4));
-  limit_round_ = true;  // (a write's own record evicted here is counted in limit_evictions_)
+  // (A write's own record evicted here is counted in limit_evictions_;
+  // the flag goes down however this ends.)
+  struct LimitRound {
+    bool& on;
+    explicit LimitRound(bool& flag) noexcept : on(flag) { on = true; }
+    LimitRound(const LimitRound&) = delete;
+    LimitRound& operator=(const LimitRound&) = delete;
+    ~LimitRound() { on = false; }
+  } const limit_round(limit_round_);
   try {
     while (live_bytes_ != 0 && before - live_bytes_ < want && policy_.evict_one(host)) {
     }
@@ -388,11 +396,9 @@ bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
     // An eviction's dead marker found no room (its space waits for a sync
     // or a report): those made so far count; the store's write frees
     // what waits and tries again.
-    limit_round_ = false;
     limit_evictions_ += evictions_ - evicted;
     throw;
   }
-  limit_round_ = false;
   limit_evictions_ += evictions_ - evicted;
   // (Periodic: even when evictions without markers freed room at once, the
   // caller's retry goes through the store, which syncs: retried here, the

@@ -25,14 +25,17 @@
 // millisecond.
 //
 // Memory: kMaxThreads rings of 1 KiB per shard, as address space reserved
-// up front (inaccessible, not counted against Options::memory_limit_bytes)
-// and opened a page (4 rings) at a time as reader threads come: the first
-// hit of a thread whose ring is on a page not open yet takes the page from
+// up front (inaccessible, not counted against Options::memory_limit_bytes),
+// each page opened as a reader thread whose ring lies on it comes: the
+// first hit of such a thread takes the page (4 rings of 4 KiB pages) from
 // the budget and opens it (grant()), or, if the limit leaves no room, drops
-// the hit (uncounted) and tries again at its next hit. Only open rings are
-// read or written (granted_ bounds every loop). So a cache read by a few
-// threads maps a few pages, not 1 MiB a shard (a small limit would hold
-// nothing else).
+// the hit (uncounted) and tries again at its next hit. Thread numbers are
+// the process's (ThreadNumbers), so the rings a shard opens are those of
+// the threads that read it, whatever their numbers: a page per reader
+// thread at most, shared by threads numbered alike. Only rings on open
+// pages are read or written (the open_ bitmap guards every loop). So a
+// cache read by a few threads maps a few pages, not 1 MiB a shard (a small
+// limit would hold nothing else).
 #pragma once
 
 #include <offheap/detail/atomic_word.hpp>
@@ -41,6 +44,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -54,12 +58,14 @@ class HitBuffers {
   static constexpr std::uint64_t kEntries = 32;
 
   explicit HitBuffers(const StoreName& store)
-      : store_(store), rings_(reinterpret_cast<Ring*>(reserve_address_space(kBytes, store, "the read buffers"))) {}
+      : store_(store),
+        rings_(reinterpret_cast<Ring*>(reserve_address_space(kBytes, store, "the read buffers"))),
+        ring_shift_(static_cast<std::uint32_t>(std::countr_zero(page_bytes() / sizeof(Ring)))) {}
   HitBuffers(const HitBuffers&) = delete;
   HitBuffers& operator=(const HitBuffers&) = delete;
   ~HitBuffers() {
     unmap_reserved(rings_, kBytes);
-    store_.budget.give(granted_.load(std::memory_order_relaxed) * sizeof(Ring));
+    store_.budget.give(open_pages_.load(std::memory_order_relaxed) * page_bytes());
   }
 
   /// A reader's hit on the record at `loc` with `stamp`, of the key whose
@@ -71,10 +77,7 @@ class HitBuffers {
   [[gnu::always_inline]] bool record(std::uint64_t loc, std::uint64_t stamp, std::uint64_t hash,
                                      bool may_drain) noexcept {
     const std::uint32_t n = ThreadNumbers::current();
-    // (granted_ <= kMaxThreads: also the bound of the ring array.)
-    // Acquire: pairs with grant()'s release, after another thread opened
-    // this thread's page.
-    if (n >= granted_.load(std::memory_order_acquire)) [[unlikely]] {
+    if (!is_open(n)) [[unlikely]] {
       if (!grant(n)) return true;
     }
     Ring& r = rings_[n];
@@ -94,15 +97,15 @@ class HitBuffers {
   /// Counts a hit this thread dropped (its ring was full).
   void note_dropped() noexcept {
     const std::uint32_t n = ThreadNumbers::current();
-    if (n < granted_.load(std::memory_order_acquire)) count_drop(rings_[n]);  // (as record())
+    if (is_open(n)) count_drop(rings_[n]);
   }
   /// Hits dropped since the store was created (a racy sum: statistics).
   std::uint64_t dropped() const noexcept {
     std::uint64_t n = 0;
-    // Open rings only (pairs with grant()'s release): the others cannot be read.
-    const std::uint32_t threads =
-        std::min(ThreadNumbers::high_water(), granted_.load(std::memory_order_acquire));
-    for (std::uint32_t t = 0; t < threads; ++t) n += rings_[t].dropped.load(std::memory_order_relaxed);
+    const std::uint32_t threads = ThreadNumbers::high_water();
+    for (std::uint32_t t = 0; t < threads; ++t) {
+      if (is_open(t)) n += rings_[t].dropped.load(std::memory_order_relaxed);  // (others cannot be read)
+    }
     return n;
   }
 
@@ -111,10 +114,9 @@ class HitBuffers {
   template <class F>
   std::uint64_t drain(F&& fn) {
     std::uint64_t n = 0;
-    // Open rings only (pairs with grant()'s release): the others cannot be read.
-    const std::uint32_t threads =
-        std::min(ThreadNumbers::high_water(), granted_.load(std::memory_order_acquire));
+    const std::uint32_t threads = ThreadNumbers::high_water();
     for (std::uint32_t t = 0; t < threads; ++t) {
+      if (!is_open(t)) continue;  // (a ring on a page not open cannot be read; it holds nothing)
       Ring& r = rings_[t];
       const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);  // the drainer's own
       const std::uint64_t head = r.head.load(std::memory_order_acquire);
@@ -143,41 +145,52 @@ class HitBuffers {
     drain([](std::uint64_t, std::uint64_t, std::uint64_t) {});
   }
 
-  /// What the first reader thread's hit counts: a page of rings
+  /// What the first reader thread's hit counts: the page of its ring
   /// (memory_floor.hpp).
-  static std::uint64_t first_bytes() noexcept { return kRingsPerPage * sizeof(Ring); }
-  /// The rings' pages counted against the budget (those of the reader
+  static std::uint64_t first_bytes() noexcept { return page_bytes(); }
+  /// The pages of rings counted against the budget (those of the reader
   /// threads so far).
-  std::uint64_t mapped_bytes() const noexcept { return granted_.load(std::memory_order_relaxed) * sizeof(Ring); }
+  std::uint64_t mapped_bytes() const noexcept { return open_pages_.load(std::memory_order_relaxed) * page_bytes(); }
 
  private:
-  static constexpr std::uint32_t kRingsPerPage = 4;  // 4 KiB pages: counted a page at a time
+  /// A page of rings: the OS page, or a ring if that is larger.
+  static std::uint64_t page_bytes() noexcept { return std::max<std::uint64_t>(page_size(), sizeof(Ring)); }
+  /// The page of thread number `n`'s ring.
+  std::uint32_t page_of(std::uint32_t n) const noexcept { return n >> ring_shift_; }
+  static constexpr std::uint32_t kMaxPages = kMaxThreads;  // (pages of at least one ring)
 
-  /// Counts the pages of the rings up to thread `n`'s against the budget
-  /// (a thread's first hit; at most kMaxThreads / 4 times per shard in
-  /// all). False if `n` is past the rings or the limit refused a page.
+  /// Whether thread number `n`'s ring lies on an open page (false past the
+  /// rings). Acquire: pairs with grant()'s release, so that a thread that
+  /// sees the bit (the reader itself, the drainer, stats) finds the page
+  /// open.
+  [[gnu::always_inline]] bool is_open(std::uint32_t n) const noexcept {
+    if (n >= kMaxThreads) [[unlikely]] return false;
+    const std::uint32_t p = page_of(n);
+    return (open_[p / 64].load(std::memory_order_acquire) >> (p % 64) & 1) != 0;
+  }
+
+  /// Opens the page of thread `n`'s ring and counts it against the budget
+  /// (a thread's first hit on this shard). False if `n` is past the rings,
+  /// or the limit or the kernel refused the page.
   [[gnu::cold, gnu::noinline]] bool grant(std::uint32_t n) noexcept {
     if (n >= kMaxThreads) return false;
-    std::uint32_t have = granted_.load(std::memory_order_relaxed);
-    while (n >= have) {
-      const std::uint32_t want = std::min<std::uint32_t>(have + kRingsPerPage, kMaxThreads);
-      const std::uint64_t bytes = (want - have) * sizeof(Ring);
-      if (!store_.budget.take(bytes)) return false;
-      // (Two threads that race open the same page: the loser's call
-      // changes nothing.)
-      if (!open_reserved(rings_ + have, bytes)) {
-        store_.budget.give(bytes);
-        return false;
-      }
-      // Release: pairs with the acquire loads of granted_ by the drainer
-      // and stats (drain(), dropped()), which then read only open pages.
-      // On a lost race the page's count goes back and `have` is the
-      // winner's count.
-      if (!granted_.compare_exchange_strong(have, want, std::memory_order_release, std::memory_order_relaxed)) {
-        store_.budget.give(bytes);
-        continue;
-      }
-      have = want;
+    const std::uint32_t p = page_of(n);
+    const std::uint64_t bytes = page_bytes();
+    if (!store_.budget.take(bytes)) return false;
+    // (Two threads that race open the same page: the second mprotect
+    // changes nothing.)
+    if (!open_reserved(reinterpret_cast<std::byte*>(rings_) + std::uint64_t{p} * bytes, bytes)) {
+      store_.budget.give(bytes);
+      return false;
+    }
+    // Release: pairs with is_open()'s acquire (the page is open before its
+    // bit is seen). The thread that sets the bit keeps the count; a racer
+    // that finds it set gives its count back.
+    const std::uint64_t bit = std::uint64_t{1} << (p % 64);
+    if ((open_[p / 64].fetch_or(bit, std::memory_order_release) & bit) != 0) {
+      store_.budget.give(bytes);
+    } else {
+      open_pages_.fetch_add(1, std::memory_order_relaxed);  // a count for stats and the destructor
     }
     return true;
   }
@@ -223,7 +236,9 @@ class HitBuffers {
 
   const StoreName& store_;
   Ring* rings_;
-  std::atomic<std::uint32_t> granted_{0};  // rings whose pages the budget counts (grant())
+  const std::uint32_t ring_shift_;  // log2 of the rings a page holds (pages are powers of two)
+  std::atomic<std::uint64_t> open_[kMaxPages / 64] = {};  // a bit per page of rings opened (grant())
+  std::atomic<std::uint32_t> open_pages_{0};               // how many
   std::atomic<bool> full_{false};  // a reader found its ring full (full())
 };
 

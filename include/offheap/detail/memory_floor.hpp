@@ -83,8 +83,22 @@ std::uint64_t memory_floor(Options o, std::uint64_t largest_entry) {
   // ... and what does not: the index's spare table, the free-list and
   // per-chunk tables, the first chunk.
   const std::uint64_t record = record::kHeaderBytes + record::payload_for(0, largest_entry, true);
-  std::uint64_t chunk = round_up(std::max(o.min_chunk_bytes, record), page);
-  if (chunk > o.max_chunk_bytes) chunk = o.max_chunk_bytes;
+  if (record > o.max_chunk_bytes) {
+    throw Error(Errc::value_too_large, o.name + ": an entry of " + std::to_string(largest_entry) +
+                                           " bytes makes a record larger than Options::max_chunk_bytes (" +
+                                           std::to_string(o.max_chunk_bytes) + "): no store of these options holds it");
+  }
+  if (o.capacity_bytes != 0) {
+    // A cache shard refuses a record past its share plus the slack
+    // (Shard::make_room, with kMinRecord for a free record it may take).
+    const std::uint64_t share = o.capacity_bytes / o.shards;
+    if (record + record::kMinRecord > share + std::max<std::uint64_t>(share / 16, 4096)) {
+      throw Error(Errc::value_too_large,
+                  o.name + ": an entry of " + std::to_string(largest_entry) + " bytes passes what a cache shard holds (" +
+                      std::to_string(share) + " bytes of Options::capacity_bytes, plus the slack)");
+    }
+  }
+  const std::uint64_t chunk = std::min(round_up(std::max(o.min_chunk_bytes, record), page), o.max_chunk_bytes);
   const std::uint64_t extra = durable ? format::kChunkHeaderBytes : 0;
   const std::uint64_t per_shard = growing + table + FreeLists::table_mapped_bytes() +
                                   MappedArray<std::uint64_t>::first_bytes() + chunk + extra;

@@ -690,14 +690,16 @@ class alignas(64) Shard {
   /// holds the lock.
   struct OwnKey {
     Shard& s;
-    explicit OwnKey(Shard& shard) noexcept : s(shard) {
-      s.own_ = KeySeen{};
-      s.own_.active = true;
-    }
+    explicit OwnKey(Shard& shard) noexcept : s(shard) { renew(); }
     OwnKey(const OwnKey&) = delete;
     OwnKey& operator=(const OwnKey&) = delete;
     ~OwnKey() { s.own_.active = false; }
     KeySeen& seen() const noexcept { return s.own_; }
+    /// A fresh look, for the next write of the same hold (a batch's entry).
+    void renew() const noexcept {
+      s.own_ = KeySeen{};
+      s.own_.active = true;
+    }
   };
   /// Finds the key (find_intact()) and notes in `seen` what it found.
   Index::Found look_at_key(std::string_view key, std::uint64_t h, KeySeen& seen);

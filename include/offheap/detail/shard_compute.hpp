@@ -82,8 +82,7 @@ void Shard<P>::write_batch(std::size_t n, std::size_t& done, std::size_t& insert
       inserted += write_locked(key, h, value, type_tag::bytes, Mode::upsert, {}, deadline, seen) ==
                   Computed::inserted;
       ++done;
-      seen = KeySeen{};
-      seen.active = true;
+      own.renew();
       rounds = 0;
       evicted_for_wheel = false;
     } catch (const LimitReached& e) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Compaction (detail/compaction.hpp, Options::compaction_factor): churn with
+// Compaction (detail/compaction/compaction.hpp, Options::compaction_factor): churn with
 // values of 16 B - 64 KiB, log-uniform, leaves a journal full of holes; the
 // maintenance thread empties the sparsest chunks, so that at the end the
 // store maps at most 1.3x its live bytes, every value is right and audit

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Options::memory_limit_bytes (detail/memory_budget.hpp): a workload that
+// Options::memory_limit_bytes (detail/memory/memory_budget.hpp): a workload that
 // would outgrow the limit never maps more than it, checked after every
 // write from stats() (memory_mapped_bytes, which must also equal
 // mapped_bytes + emptied_bytes: the count and the components agree) and,

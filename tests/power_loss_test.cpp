@@ -5,7 +5,7 @@
 // from the page cache (which holds every write, synced or not): the files
 // as created, plus exactly the ranges the library msynced, with the bytes
 // they held when it did (support/durable_image.hpp's SyncRecorder, on the
-// sync observer of detail/file.hpp). The store keeps writing (new keys, new
+// sync observer of detail/files/file.hpp). The store keeps writing (new keys, new
 // chunk files), then the test copies the files while the store is still
 // open (records live in MAP_SHARED mappings, so read() sees every write).
 // Crash images are built from the durable image plus a random subset of the
@@ -58,8 +58,8 @@
 // bound by the disk's sync latency: OFFHEAP_TEST_TMPDIR=/dev/shm makes it
 // several times faster.
 #include <offheap/offheap.hpp>
-#include <offheap/detail/format.hpp>
-#include <offheap/detail/record.hpp>
+#include <offheap/detail/files/format.hpp>
+#include <offheap/detail/journal/record.hpp>
 
 #include "support/durable_image.hpp"
 #include "support/temp_dir.hpp"

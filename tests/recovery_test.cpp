@@ -7,9 +7,9 @@
 // Durability is observed through the ranges the library msyncs
 // (support/durable_image.hpp), not read back from the page cache.
 #include <offheap/offheap.hpp>
-#include <offheap/detail/crc32c.hpp>
-#include <offheap/detail/format.hpp>
-#include <offheap/detail/record.hpp>
+#include <offheap/detail/journal/crc32c.hpp>
+#include <offheap/detail/files/format.hpp>
+#include <offheap/detail/journal/record.hpp>
 
 #include "support/chunk_walk.hpp"
 #include "support/durable_image.hpp"

@@ -7,10 +7,10 @@
 // index offset makes offset + size wrap around. Both must send the open to
 // a rebuild, with every record.
 #include <offheap/offheap.hpp>
-#include <offheap/detail/format.hpp>
-#include <offheap/detail/hash.hpp>
-#include <offheap/detail/index.hpp>
-#include <offheap/detail/free_lists.hpp>
+#include <offheap/detail/files/format.hpp>
+#include <offheap/detail/index/hash.hpp>
+#include <offheap/detail/index/index.hpp>
+#include <offheap/detail/journal/free_lists.hpp>
 
 #include "support/durable_image.hpp"
 #include "support/temp_dir.hpp"

@@ -4,10 +4,10 @@
 // iterative traversals and shortest paths (graph/traversal.hpp).
 #pragma once
 
-#include <offheap/graph/adjacency.hpp>
+#include <offheap/graph/detail/adjacency.hpp>
 #include <offheap/graph/graph.hpp>
-#include <offheap/graph/id_table.hpp>
-#include <offheap/graph/layout.hpp>
+#include <offheap/graph/detail/id_table.hpp>
+#include <offheap/graph/detail/layout.hpp>
 #include <offheap/graph/repair.hpp>
 #include <offheap/graph/traversal.hpp>
 #include <offheap/graph/types.hpp>

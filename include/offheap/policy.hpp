@@ -20,7 +20,7 @@
 //     eviction needs Options::capacity_bytes.
 #pragma once
 
-#include <offheap/detail/hash.hpp>
+#include <offheap/detail/index/hash.hpp>
 #include <offheap/eviction/lru.hpp>
 #include <offheap/eviction/none.hpp>
 #include <offheap/eviction/s3fifo.hpp>

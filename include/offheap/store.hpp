@@ -3,21 +3,21 @@
 //
 // The path of a key:
 //
-//   key --hash(seed)--> shard --> Index (open addressing, detail/index.hpp)
-//       --> Location (16-bit chunk | 48-bit offset, detail/location.hpp)
-//       --> Journal chunk (mmap, detail/journal.hpp)
-//       --> Record (stamp, header, key, value, padding; detail/record.hpp)
+//   key --hash(seed)--> shard --> Index (open addressing, detail/index/index.hpp)
+//       --> Location (16-bit chunk | 48-bit offset, detail/index/location.hpp)
+//       --> Journal chunk (mmap, detail/journal/journal.hpp)
+//       --> Record (stamp, header, key, value, padding; detail/journal/record.hpp)
 //       --> seqlock-validated read: copy out (get), callback on the bytes in
 //           place (read), or a RecordView (view.hpp)
 //
-// A write takes its shard's writer lock, finds room (detail/free_lists.hpp or
+// A write takes its shard's writer lock, finds room (detail/journal/free_lists.hpp or
 // the journal's tail), writes the record, points the index at it, then frees
-// the old record (detail/shard.hpp). Records, index tables, free-list heads
+// the old record (detail/shard/shard.hpp). Records, index tables, free-list heads
 // and counters all live in mapped memory: the heap holds a few objects per
 // store and none per record.
 //
 // File-backed stores (Options::path): the same chunks are files mapped
-// shared (detail/format.hpp lays them out, detail/store_files.hpp finds and
+// shared (detail/files/format.hpp lays them out, detail/files/store_files.hpp finds and
 // locks the directory); records carry CRC32C checksums checked on every
 // read; a clean close saves each shard's index and free lists, which the
 // next open maps, and any other open rebuilds them from the records
@@ -28,27 +28,27 @@
 // for_each, scan) take no lock and write nothing (unless
 // Options::record_stats, which counts on a line of the reader's thread):
 // they validate what they read with record stamps and the index generation
-// (detail/shard.hpp, detail/index.hpp); walks alone announce themselves (a
+// (detail/shard/shard.hpp, detail/index/index.hpp); walks alone announce themselves (a
 // store-wide count, once per for_each or scan step). Writers serialize per
 // shard on the Policy's lock; writers to different shards never wait for
 // each other. With NullLock the program must
 // keep writers of a store to one thread at a time.
 #pragma once
 
-#include <offheap/detail/thread_slots.hpp>
+#include <offheap/detail/memory/thread_slots.hpp>
 #include <offheap/codec.hpp>
 #include <offheap/compute.hpp>
 #include <offheap/cursor.hpp>
-#include <offheap/detail/checked_options.hpp>
-#include <offheap/detail/hash.hpp>
-#include <offheap/detail/maintenance.hpp>
-#include <offheap/detail/memory_floor.hpp>
-#include <offheap/detail/os.hpp>
-#include <offheap/detail/record.hpp>
-#include <offheap/detail/shard.hpp>
-#include <offheap/detail/shard_set.hpp>
-#include <offheap/detail/store_files.hpp>
-#include <offheap/detail/thread_slots.hpp>
+#include <offheap/detail/store/checked_options.hpp>
+#include <offheap/detail/index/hash.hpp>
+#include <offheap/detail/store/maintenance.hpp>
+#include <offheap/detail/store/memory_floor.hpp>
+#include <offheap/detail/memory/os.hpp>
+#include <offheap/detail/journal/record.hpp>
+#include <offheap/detail/shard/shard.hpp>
+#include <offheap/detail/shard/shard_set.hpp>
+#include <offheap/detail/files/store_files.hpp>
+#include <offheap/detail/memory/thread_slots.hpp>
 #include <offheap/error.hpp>
 #include <offheap/expiry.hpp>
 #include <offheap/options.hpp>
@@ -199,7 +199,7 @@ class OffHeapStore {
   /// returns nullptr, sets ec (an offheap::Errc, compared as `ec ==
   /// offheap::Errc::locked`; std::errc::not_enough_memory if the heap
   /// refused) and, if `message` is given, *message to the error's text.
-  /// Clears ec on success (detail/store_nothrow.hpp).
+  /// Clears ec on success (detail/store/nothrow.hpp).
   static std::unique_ptr<OffHeapStore> open(Options options, std::error_code& ec,
                                             std::string* message = nullptr) noexcept;
 
@@ -213,7 +213,7 @@ class OffHeapStore {
   /// policy's first segments, read buffers, the removal listener's queue,
   /// the first journal chunk and the room a chunk keeps beside it; 1/16 of
   /// the limit for optional structures; never below capacity_bytes):
-  /// detail/memory_floor.hpp and Options::memory_limit_bytes. A store
+  /// detail/store/memory_floor.hpp and Options::memory_limit_bytes. A store
   /// reopened from files also maps its chunk files; its shard count is
   /// its own (options.shards 0 counts the default for a new store: pass
   /// the store's, Stats::shards). Throws: Error(invalid_argument) for
@@ -340,7 +340,7 @@ class OffHeapStore {
     return write(key, v, tag, Shard::Mode::upsert, {}, ttl);
   }
 
-  // ---- many keys at once (definitions in detail/store_batch.hpp) -------------
+  // ---- many keys at once (definitions in detail/store/batch.hpp) -------------
   //
   // Keys are taken in slices of 64, grouped by shard within a slice. Each
   // call checks every key and value first (key_too_large, value_too_large:
@@ -363,7 +363,7 @@ class OffHeapStore {
   /// present.
   std::size_t remove_all(std::span<const std::string_view> keys);
 
-  // ---- atomic read-modify-write (definitions in detail/store_compute.hpp) ----
+  // ---- atomic read-modify-write (definitions in detail/store/compute.hpp) ----
   //
   // Each runs its function once, under the key's shard's writer lock, on
   // what the key holds then, and applies the result before the lock goes:
@@ -445,7 +445,7 @@ class OffHeapStore {
   // nothing, sets ec (ec == offheap::Errc::..., or std::errc::
   // not_enough_memory if the heap refused) and returns false,
   // Computed::unchanged or nothing. Clears ec on success. Defined in
-  // detail/store_nothrow.hpp.
+  // detail/store/nothrow.hpp.
 
   Computed put(std::string_view key, std::string_view value, std::error_code& ec, Ttl ttl = {}) noexcept;
   bool put_if_absent(std::string_view key, std::string_view value, std::error_code& ec, Ttl ttl = {}) noexcept;
@@ -559,7 +559,7 @@ class OffHeapStore {
   template <class F>
   void for_each_key(F&& fn) const;
 
-  /// A resumable walk, in steps (detail/store_scan.hpp). Effects: from where
+  /// A resumable walk, in steps (detail/store/scan.hpp). Effects: from where
   /// `cursor` stands (Cursor{}: the start), calls fn(std::string_view key,
   /// std::string_view value, std::uint8_t type) (or fn(key, value)) on a
   /// validated copy of each record, until it has called it max_records
@@ -620,7 +620,7 @@ class OffHeapStore {
   using Shard = detail::Shard<P>;
   friend class RecordView<P>;
 
-  // detail/store_scan.hpp
+  // detail/store/scan.hpp
   template <class F>
   void walk_all(bool values, F& call) const;
   template <class F>
@@ -647,7 +647,7 @@ class OffHeapStore {
   }
 
 
-  // Checks every call makes, and what they throw (detail/store_checks.hpp).
+  // Checks every call makes, and what they throw (detail/store/checks.hpp).
   void check_key(std::string_view key) const;
   /// key and value sizes, and the record they make against max_chunk_bytes.
   void check(std::string_view key, std::size_t value_size) const;
@@ -719,7 +719,7 @@ class OffHeapStore {
     }
   }
   /// compute() and its kin: the key's shard applies decide()'s decision
-  /// (store_compute.hpp).
+  /// (store/compute.hpp).
   template <class Decide>
   Computed compute_with(std::string_view key, Ttl ttl, Decide& decide);
   /// compute_with() for a result of call(const ComputeCurrent&): nullopt
@@ -773,14 +773,14 @@ class OffHeapStore {
     }
   };
   /// For a write the memory limit refused: frees the shard's removals
-  /// that wait for the listener or a sync; how many (store_lifecycle.hpp).
+  /// that wait for the listener or a sync; how many (store/lifecycle.hpp).
   std::uint64_t free_waiting_removals(Shard& s, ReportWait& wait);
   /// Whether removed records wait for the listener or a sync (periodic)
   /// before their space is free.
   bool removals_wait() const noexcept {
     return options_.on_removal || (files_ && options_.durability == Durability::periodic);
   }
-  /// A maintenance step that the memory limit may refuse (store_lifecycle.hpp).
+  /// A maintenance step that the memory limit may refuse (store/lifecycle.hpp).
   template <class Step>
   std::uint64_t limited(Step&& step);
 
@@ -814,7 +814,7 @@ class OffHeapStore {
   /// Calls fn on a record's value where it lies, in every build.
   /// ThreadSanitizer cannot see that the stamps, checked after fn, validate
   /// what fn read, and would report fn's plain loads racing a writer's
-  /// stores: TSan builds ignore fn's memory accesses (detail/os.hpp; the
+  /// stores: TSan builds ignore fn's memory accesses (detail/memory/os.hpp; the
   /// README says what TSan then does not check).
   template <class F>
   static decltype(auto) call_in_place(F& fn, const std::byte* rec, const detail::record::Meta& m) {
@@ -889,11 +889,11 @@ using TinyLfuCache = OffHeapStore<TinyLfuCachePolicy>;
 }  // namespace offheap
 
 // Defined out of the class (each includes this header).
-#include <offheap/detail/store_lifecycle.hpp>
-#include <offheap/detail/store_compute.hpp>
-#include <offheap/detail/store_batch.hpp>
-#include <offheap/detail/store_checks.hpp>
-#include <offheap/detail/store_reads.hpp>
-#include <offheap/detail/store_nothrow.hpp>
-#include <offheap/detail/store_scan.hpp>
-#include <offheap/detail/store_codec.hpp>
+#include <offheap/detail/store/lifecycle.hpp>
+#include <offheap/detail/store/compute.hpp>
+#include <offheap/detail/store/batch.hpp>
+#include <offheap/detail/store/checks.hpp>
+#include <offheap/detail/store/reads.hpp>
+#include <offheap/detail/store/nothrow.hpp>
+#include <offheap/detail/store/scan.hpp>
+#include <offheap/detail/store/codec.hpp>

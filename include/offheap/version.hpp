@@ -4,8 +4,8 @@
 // The two move independently. The library version follows semver: a new
 // major version may change the API, a minor adds to it, a patch fixes.
 // The format version describes the bytes a store leaves in its files (the
-// meta file, chunk files and state files of detail/format.hpp, the record
-// header and checksum of detail/record.hpp). Bump rule:
+// meta file, chunk files and state files of detail/files/format.hpp, the record
+// header and checksum of detail/journal/record.hpp). Bump rule:
 // any change that makes an older library misread a newer file, or a newer
 // library misread an older file, bumps kFormatVersion; a store refuses to
 // open a file whose format version differs from its own

@@ -19,8 +19,8 @@
 // returns wrong bytes: at worst, read throws StaleView.
 #pragma once
 
-#include <offheap/detail/location.hpp>
-#include <offheap/detail/record.hpp>
+#include <offheap/detail/index/location.hpp>
+#include <offheap/detail/journal/record.hpp>
 #include <offheap/error.hpp>
 #include <offheap/policy.hpp>
 

@@ -4,9 +4,9 @@
 // frequency-biased traces, admission under hash flooding, determinism, byte
 // counts under random use, and miss ratios on a Zipf trace beside S3Fifo and
 // Lru (traces replayed by simulate(), support/record_model.hpp).
-#include <offheap/detail/count_min.hpp>
-#include <offheap/detail/hash.hpp>
-#include <offheap/detail/os.hpp>
+#include <offheap/detail/cache/count_min.hpp>
+#include <offheap/detail/index/hash.hpp>
+#include <offheap/detail/memory/os.hpp>
 #include <offheap/eviction/lru.hpp>
 #include <offheap/eviction/s3fifo.hpp>
 #include <offheap/eviction/w_tiny_lfu.hpp>

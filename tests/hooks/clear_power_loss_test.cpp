@@ -13,7 +13,7 @@
 // markers) and every record of the later chunks: the removed keys are back.
 // "A durable removal stays removed" (README, Files and durability) fails.
 #include <offheap/offheap.hpp>
-#include <offheap/detail/format.hpp>
+#include <offheap/detail/files/format.hpp>
 
 #include "support/clear_store.hpp"
 #include "support/durable_image.hpp"

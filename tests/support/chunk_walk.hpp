@@ -6,10 +6,10 @@
 // Written from the format, not from the engine's code (a test that decoded
 // records with the engine's own functions would share its mistakes):
 //
-//   chunk file   a 4 KiB header page (detail/format.hpp: ChunkHeader, the
+//   chunk file   a 4 KiB header page (detail/files/format.hpp: ChunkHeader, the
 //                end word at offset 64: bits 0-47 where the chunk's records
 //                end), then the chunk's records exactly as in memory
-//   record       (detail/record.hpp) word 0 stamp; word 1 value length u32,
+//   record       (detail/journal/record.hpp) word 0 stamp; word 1 value length u32,
 //                key length u16, flags u8 (bits 0-1 state: 1 live, 2 free,
 //                3 dead; bits 2-4 slack words; bit 5 prev-free), type u8;
 //                word 2 checksum and expiry; then the payload
@@ -26,7 +26,7 @@
 // Location holds): file_offset = offset + 4096.
 #pragma once
 
-#include <offheap/detail/format.hpp>
+#include <offheap/detail/files/format.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -74,7 +74,7 @@ constexpr std::uint64_t footer_for(std::uint64_t capacity) noexcept { return cap
 constexpr std::uint64_t location(std::uint32_t chunk, std::uint64_t offset) noexcept {
   return std::uint64_t{chunk} << 48 | offset;
 }
-/// The free-list size class of a capacity (detail/free_lists.hpp: one class
+/// The free-list size class of a capacity (detail/journal/free_lists.hpp: one class
 /// per 8 bytes up to 4 KiB, then one per power of two). Only for grouping:
 /// two records of one class are interchangeable to the allocator.
 constexpr unsigned size_class(std::uint64_t capacity) noexcept {

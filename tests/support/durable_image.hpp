@@ -4,13 +4,13 @@
 // since, with the bytes they held when it did. Reading the files back would
 // not do: the page cache holds every write whether or not it was synced.
 //
-// SyncRecorder installs the library's sync observer (detail/file.hpp), which
+// SyncRecorder installs the library's sync observer (detail/files/file.hpp), which
 // copies each range as its msync starts (finding the file behind it through
 // /proc/self/maps) and counts it once the msync has returned; image() lays
 // the copies over a baseline. One recorder at a time per process.
 #pragma once
 
-#include <offheap/detail/file.hpp>
+#include <offheap/detail/files/file.hpp>
 
 #include <algorithm>
 #include <cstdint>

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Values that carry a forged record: what a writer who controls values would
 // store so that a removed key's old location, once it lies inside such a
-// value, reads like a live record of that key (detail/record.hpp's layout).
+// value, reads like a live record of that key (detail/journal/record.hpp's layout).
 // Used by the tests that prove a removed or moved key's slot can never
 // validate a record.
 #pragma once
 
-#include <offheap/detail/record.hpp>
+#include <offheap/detail/journal/record.hpp>
 
 #include <cstdint>
 #include <cstring>

@@ -6,7 +6,7 @@
 // EvictFails: the same records, whose next evict() throws.
 #pragma once
 
-#include <offheap/detail/hash.hpp>
+#include <offheap/detail/index/hash.hpp>
 #include <offheap/error.hpp>
 #include <offheap/eviction/policy.hpp>
 

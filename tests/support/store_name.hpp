@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // A store's name and memory budget (no limit) for tests that build engine
-// parts directly, as a store hands its own to them (detail/memory_budget.hpp).
+// parts directly, as a store hands its own to them (detail/memory/memory_budget.hpp).
 #pragma once
 
-#include <offheap/detail/memory_budget.hpp>
+#include <offheap/detail/memory/memory_budget.hpp>
 
 #include <deque>
 #include <mutex>

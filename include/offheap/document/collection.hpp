@@ -2,8 +2,8 @@
 // Collection: documents (document.hpp) by id, with secondary indexes on
 // their fields, kept in two stores of one directory (or of anonymous
 // memory): `documents` (the documents, and the collection's own record)
-// and `indexes` (every index's records: detail/ordered_tree.hpp for the
-// ordered ones, detail/hash_postings.hpp for the hash ones).
+// and `indexes` (every index's records: document/detail/ordered_tree.hpp for the
+// ordered ones, document/detail/hash_postings.hpp for the hash ones).
 //
 //   Collection people(options);            // options.path: the directory
 //   people.create_index("last", IndexKind::hash);
@@ -15,7 +15,7 @@
 // Writers (insert, update, remove, index creation and drop) take the
 // collection's writer lock, one at a time. Readers take no lock: a
 // document is one record (Store::get), and an index is read on copies of
-// its records validated by its version (detail/seq_version.hpp), falling
+// its records validated by its version (document/detail/seq_version.hpp), falling
 // back to the writer lock only when writers changed the index under a
 // reader three times running.
 //
@@ -65,7 +65,7 @@
 // store: at most what its chunks hold (Options::max_chunk_bytes).
 #pragma once
 
-#include <offheap/detail/collection_queries.hpp>
+#include <offheap/document/detail/collection_queries.hpp>
 #include <offheap/document.hpp>
 
 #include <cstdint>

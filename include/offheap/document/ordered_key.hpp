@@ -34,7 +34,7 @@
 // changes.
 #pragma once
 
-#include <offheap/detail/big_endian.hpp>
+#include <offheap/detail/memory/big_endian.hpp>
 #include <offheap/document/format.hpp>
 #include <offheap/document/value.hpp>
 #include <offheap/document/value_view.hpp>

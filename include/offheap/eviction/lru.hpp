@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Least recently used: the record read or written longest ago leaves first.
 //
-// One list in mapped memory (detail/node_list.hpp), most recent at its
+// One list in mapped memory (detail/cache/node_list.hpp), most recent at its
 // head. Readers do not touch it: their hits reach the maintenance thread
 // through lossy per-thread buffers (ReaderHits::buffered), which it drains
 // into hit(); a hit dropped by a full buffer leaves the record where it
@@ -9,7 +9,7 @@
 // A replaced record keeps its node and moves to the head (a write is a use).
 #pragma once
 
-#include <offheap/detail/node_list.hpp>
+#include <offheap/detail/cache/node_list.hpp>
 #include <offheap/eviction/policy.hpp>
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 
 #include <offheap/eviction/policy.hpp>
 
-#include <offheap/detail/memory_budget.hpp>
+#include <offheap/detail/memory/memory_budget.hpp>
 
 #include <cstdint>
 #include <string>

@@ -21,8 +21,8 @@
 // replacement keeps its record's queue and frequency.
 #pragma once
 
-#include <offheap/detail/ghost_set.hpp>
-#include <offheap/detail/mapped_fifo.hpp>
+#include <offheap/detail/cache/ghost_set.hpp>
+#include <offheap/detail/memory/mapped_fifo.hpp>
 #include <offheap/error.hpp>
 #include <offheap/eviction/policy.hpp>
 

@@ -7,8 +7,8 @@
 //                 │                        (20% of main)      (80% of main)
 //                 └── rejected: evicted     victim: evicted     <──demoted── tail
 //
-// Three lists in mapped memory (detail/node_list.hpp), most recent at the
-// head, and a count-min sketch (detail/count_min.hpp) that counts every
+// Three lists in mapped memory (detail/cache/node_list.hpp), most recent at the
+// head, and a count-min sketch (detail/cache/count_min.hpp) that counts every
 // access (admit, hit and replace) by key hash. A new record goes to the
 // window's head. Eviction (evict_one):
 //   - while the window holds more than its target and main (probation +
@@ -58,8 +58,8 @@
 // is neither counted nor applied.
 #pragma once
 
-#include <offheap/detail/count_min.hpp>
-#include <offheap/detail/node_list.hpp>
+#include <offheap/detail/cache/count_min.hpp>
+#include <offheap/detail/cache/node_list.hpp>
 #include <offheap/error.hpp>
 #include <offheap/eviction/policy.hpp>
 

@@ -71,9 +71,9 @@
 
 #include <offheap/document.hpp>
 #include <offheap/error.hpp>
-#include <offheap/graph/adjacency.hpp>
-#include <offheap/graph/id_table.hpp>
-#include <offheap/graph/layout.hpp>
+#include <offheap/graph/detail/adjacency.hpp>
+#include <offheap/graph/detail/id_table.hpp>
+#include <offheap/graph/detail/layout.hpp>
 #include <offheap/graph/types.hpp>
 #include <offheap/options.hpp>
 #include <offheap/store.hpp>

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+// The frequency sketch of WTinyLfu: a count-min sketch of 4-bit counters,
+// depth 4, in mapped memory, that forgets by halving.
+//
+// Layout: 64-byte blocks, one cache line each; a key hash picks one block
+// and, in each of the block's four rows, one of 32 counters (so one access
+// touches one line, not four):
+//
+//   block (64 bytes) = 8 words of 16 counters of 4 bits
+//   word:  0     1  |  2     3  |  4     5  |  6     7
+//   row:   0        |  1        |  2        |  3
+//   counter c of a row: word 2*row + c/16, bits 4*(c%16) .. +3
+//
+//   mixed hash x = mix64(hash ^ kSalt):
+//     block  = x & (blocks - 1)
+//     row r  = counter (x >> (44 + 5r)) & 31      (bits 44-63)
+//
+// A row is blocks * 32 counters wide (a power of two). The sketch is sized
+// for a number of records R: rows of 4 * R counters rounded up to a power
+// of two (at least a page of blocks), 8 bytes per record. A count is the
+// least of the key's four counters (too high only when all four collide).
+// An increment raises only the counters that hold that least count
+// (conservative update: a collision in one row no longer inflates the
+// others) and stops at 15. Increments that raise nothing (a saturated key)
+// are not counted: after 10 * R counted increments every counter is halved
+// (a "reset") and the count starts over, so old popularity fades. Not
+// counting saturated keys keeps the period from shrinking under a skewed
+// workload, where the few hottest keys take most accesses.
+//
+// The trade-off of the blocked layout: two keys in one block share all
+// four rows' 32-counter ranges, a little more overestimation than four
+// independent rows, for one cache miss an access instead of four.
+//
+// Single-threaded: the owner serializes every call.
+#pragma once
+
+#include <offheap/detail/index/hash.hpp>
+#include <offheap/detail/memory/os.hpp>
+#include <offheap/error.hpp>
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace offheap::detail {
+
+class CountMin {
+ public:
+  static constexpr unsigned kMaxCount = 15;
+  static constexpr unsigned kDepth = 4;
+  static constexpr std::uint64_t kSamplePerRecord = 10;
+
+  CountMin(const StoreName& store, const char* what) : store_(store), what_(what) {}
+  CountMin(const CountMin&) = delete;
+  CountMin& operator=(const CountMin&) = delete;
+  ~CountMin() { release(); }
+
+  /// A sketch for about `records` records, every count zero (what it
+  /// counted is forgotten). Throws Error(out_of_space), nothing changed, if
+  /// the memory cannot be mapped.
+  void resize(std::uint64_t records) {
+    if (records == 0) records = 1;
+    if (records > kMaxRecords) records = kMaxRecords;
+    const std::uint64_t counters = std::bit_ceil(records * 4) * kDepth;
+    std::uint64_t blocks = counters / kCountersPerBlock;
+    if (blocks < page_size() / kBlockBytes) blocks = page_size() / kBlockBytes;
+    auto* t = reinterpret_cast<std::uint64_t*>(map_optional(blocks * kBlockBytes, store_, what_));
+    release();
+    table_ = t;
+    blocks_ = blocks;
+    records_ = records;
+    sample_ = records * kSamplePerRecord;
+    additions_ = 0;
+  }
+
+  /// Counts one access of `hash`: raises those of its four counters that
+  /// hold its least count (conservative update), unless that is 15. Halves
+  /// every counter once the sample is full. Does nothing while no table is
+  /// mapped.
+  void increment(std::uint64_t hash) noexcept {
+    if (table_ == nullptr) return;
+    const std::uint64_t x = mix64(hash ^ kSalt);
+    std::uint64_t* b = block(x);
+    unsigned v[kDepth];
+    unsigned least = kMaxCount;
+    for (unsigned r = 0; r < kDepth; ++r) {
+      const unsigned c = counter(x, r);
+      v[r] = static_cast<unsigned>((b[2 * r + c / 16] >> (4 * (c % 16))) & 15);
+      if (v[r] < least) least = v[r];
+    }
+    if (least == kMaxCount) return;  // saturated: not counted in the sample
+    for (unsigned r = 0; r < kDepth; ++r) {
+      if (v[r] != least) continue;
+      const unsigned c = counter(x, r);
+      b[2 * r + c / 16] += std::uint64_t{1} << (4 * (c % 16));
+    }
+    if (++additions_ >= sample_) halve();
+  }
+
+  /// The estimated count of `hash` (0-15); 0 while no table is mapped.
+  unsigned frequency(std::uint64_t hash) const noexcept {
+    if (table_ == nullptr) return 0;
+    const std::uint64_t x = mix64(hash ^ kSalt);
+    const std::uint64_t* b = block(x);
+    unsigned least = kMaxCount;
+    for (unsigned r = 0; r < kDepth; ++r) {
+      const unsigned c = counter(x, r);
+      const unsigned v = static_cast<unsigned>((b[2 * r + c / 16] >> (4 * (c % 16))) & 15);
+      if (v < least) least = v;
+    }
+    return least;
+  }
+
+  /// Every count zero, the sample restarted; the table stays mapped.
+  void zero() noexcept {
+    if (table_ == nullptr) return;
+    if (!discard_pages(table_, blocks_ * kBlockBytes)) std::memset(table_, 0, blocks_ * kBlockBytes);
+    additions_ = 0;
+  }
+  /// Unmaps the table: counts nothing until the next resize().
+  void release() noexcept {
+    unmap_optional(table_, blocks_ * kBlockBytes, store_);
+    table_ = nullptr;
+    blocks_ = 0;
+    records_ = 0;
+    sample_ = 0;
+    additions_ = 0;
+  }
+
+  bool mapped() const noexcept { return table_ != nullptr; }
+  std::uint64_t sized_for() const noexcept { return records_; }  // R
+  std::uint64_t width() const noexcept { return blocks_ * kCountersPerRow; }
+  std::uint64_t sample_size() const noexcept { return sample_; }  // 10 * R
+  std::uint64_t additions() const noexcept { return additions_; }  // counted since the last halving
+  std::uint64_t resets() const noexcept { return resets_; }  // halvings ever
+  std::uint64_t mapped_bytes() const noexcept { return blocks_ * kBlockBytes; }
+
+ private:
+  static constexpr std::uint64_t kBlockBytes = 64;
+  static constexpr std::uint64_t kCountersPerBlock = kBlockBytes * 2;
+  static constexpr std::uint64_t kCountersPerRow = kCountersPerBlock / kDepth;  // 32 per block
+  static constexpr std::uint64_t kMaxRecords = std::uint64_t{1} << 40;  // 8 TiB of sketch
+  static constexpr std::uint64_t kSalt = 0x6A09E667F3BCC908ull;  // apart from the index's use of the hash
+  static constexpr std::uint64_t kLowBits = 0x7777777777777777ull;
+
+  std::uint64_t* block(std::uint64_t x) const noexcept { return table_ + (x & (blocks_ - 1)) * 8; }
+  static unsigned counter(std::uint64_t x, unsigned row) noexcept {
+    return static_cast<unsigned>((x >> (44 + 5 * row)) & 31);
+  }
+  void halve() noexcept {
+    const std::uint64_t words = blocks_ * 8;
+    for (std::uint64_t i = 0; i < words; ++i) table_[i] = (table_[i] >> 1) & kLowBits;
+    additions_ = 0;
+    ++resets_;
+  }
+
+  const StoreName& store_;
+  const char* what_;
+  std::uint64_t* table_ = nullptr;
+  std::uint64_t blocks_ = 0;     // a power of two
+  std::uint64_t records_ = 0;
+  std::uint64_t sample_ = 0;
+  std::uint64_t additions_ = 0;
+  std::uint64_t resets_ = 0;
+};
+
+}  // namespace offheap::detail

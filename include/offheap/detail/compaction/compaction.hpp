@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: Apache-2.0
+// Compaction: when a shard's journal (outside emptied chunks) holds more
+// than Options::compaction_factor times its live records' bytes, the
+// maintenance thread (or maintain()) empties its sparsest chunks, under
+// the shard's writer lock, one whole chunk at a time:
+//
+//   1. examine: every record of the chunk is free (on its list) or live and
+//      led to by its key's index slot (file-backed: its checksum right);
+//      a record waiting to be freed (an update's old record in periodic,
+//      a dead marker, a removal waiting for the listener) or damage makes
+//      the chunk wait (another is tried);
+//   2. its free records leave their lists (no record moves into it);
+//   3. each live record is written afresh elsewhere (a free record, the
+//      tail's room, or an emptied chunk no larger; never a new chunk) and
+//      its slot pointed there: the move is an overwrite, which readers
+//      holding the old location meet as any overwrite (the slot no longer
+//      leads there, or the stamp moved) and retry (a RecordView of it
+//      turns stale, as after an update);
+//   4. file-backed (every mode): the chunks written are synced before
+//      anything of the old records changes, so that a power loss finds
+//      every record in one place or the other (recovery keeps the higher
+//      stamp where it finds both); then every moved record's header turns
+//      free (recovery, stepping over torn bytes, meets no old record);
+//   5. the chunk becomes one free record (in pieces of at most 4 GiB) on no
+//      list, the index generation moves (record starts are gone), it is
+//      marked emptied (file-backed: in its header page, synced), and its
+//      pages go back to the OS: MADV_DONTNEED, and for a file a hole
+//      punched (FALLOC_FL_PUNCH_HOLE): its disk blocks too.
+//
+// An open trusts an emptied mark only before the tail and over the layout
+// step 5 leaves (Journal::emptied_layout); a writable recovery reserves
+// every other chunk's blocks again (a hole under a mark that was lost).
+//
+// An emptied chunk keeps its address range (readers may hold locations in
+// it: they read zeros, which no stamp accepts), is counted apart from
+// mapped_bytes (Stats::emptied_bytes), and is skipped by recovery, audits
+// and the free lists. A writer that finds no free record and no room at the
+// tail brings the smallest fitting one back (revive_chunk(): a file's
+// blocks reserved again first) before it maps a new chunk.
+//
+// A chunk that cannot be emptied for lack of room elsewhere (nothing free
+// fits and the tail is full) gets its free space back on its lists, its
+// moved records' old places merged into it, and compaction waits a second.
+#pragma once
+
+#include <offheap/detail/shard/shard.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <string_view>
+
+namespace offheap::detail {
+
+template <class P>
+bool Shard<P>::compaction_due() const noexcept {
+  if (!(compact_factor_ > 0)) return false;
+  const std::uint64_t active = journal_.active_bytes();
+  const std::uint64_t held = live_bytes_ + retired_bytes_;
+  return active > held + kCompactFloor &&
+         static_cast<double>(active) > compact_factor_ * static_cast<double>(held);
+}
+
+template <class P>
+std::uint64_t Shard<P>::compact(std::uint64_t max_bytes, bool* more, bool now_anyway) {
+  const WriteLock guard(*this);
+  if (more != nullptr) *more = false;
+  const std::uint64_t now = now_ms();
+  // (While it waits, release() asks for no round: compact_wanted_ stays.)
+  if (now < compact_retry_ms_ && !now_anyway) return 0;
+  compact_wanted_ = false;
+  // A failed sync: the store refuses writes; nothing more is moved.
+  if (!compaction_due() || (sync_error_ != nullptr && sync_error_->load(std::memory_order_relaxed) != 0)) return 0;
+  if (!free_.chunks_known()) {
+    try {
+      free_.recount_chunks();
+    } catch (const Error&) {
+      compact_retry_ms_ = now + kCompactRetryMs;  // no memory for the count: later
+      return 0;
+    }
+  }
+  std::uint64_t moved = 0;
+  std::uint32_t waiting[8];  // chunks that must wait (a record waiting to be freed, damage)
+  unsigned waits = 0;
+  while (moved < max_bytes && compaction_due()) {
+    // The sparsest chunk before the tail whose live share is under 1/factor.
+    std::uint32_t victim = journal_.chunks();
+    double best = 1.0 / compact_factor_;
+    for (std::uint32_t c = 0; c < journal_.tail_chunk() && c < journal_.chunks(); ++c) {
+      if (journal_.emptied(c) || std::find(waiting, waiting + waits, c) != waiting + waits) continue;
+      const std::uint64_t free = std::min(free_.chunk_free(c), journal_.chunk_size(c));
+      // A chunk found waiting (a record waiting to be freed, damage) is
+      // examined again only once its free space has changed.
+      if (std::find(std::begin(waited_), std::end(waited_), (std::uint64_t{c} << 48) | free) != std::end(waited_)) {
+        continue;
+      }
+      // Free space in a few records is not fragmented (a chunk just taken
+      // back is one free record being filled): writers use it as it is.
+      // A chunk with nothing else in it is emptied at no cost, unless a
+      // chunk was taken back lately (it would be taken back again soon).
+      if (free_.chunk_free_records(c) < kCompactMinHoles &&
+          (journal_.chunk_size(c) - free >= record::kMinRecord || now < revived_ms_ + 10 * kCompactRetryMs)) {
+        continue;
+      }
+      const double size = static_cast<double>(journal_.chunk_size(c));
+      const double used = size - static_cast<double>(free);
+      if (used / size < best) {
+        best = used / size;
+        victim = c;
+      }
+    }
+    if (victim == journal_.chunks()) break;
+    const Evacuated e = evacuate(victim);
+    moved += e.moved;
+    if (e.outcome == Evacuated::waits) {
+      waited_[waited_next_++ % std::size(waited_)] =
+          (std::uint64_t{victim} << 48) | std::min(free_.chunk_free(victim), journal_.chunk_size(victim));
+      if (waits == std::size(waiting)) break;
+      waiting[waits++] = victim;
+      continue;
+    }
+    if (e.outcome == Evacuated::no_room) {
+      compact_retry_ms_ = now + kCompactRetryMs;
+      break;
+    }
+  }
+  const bool left = moved >= max_bytes && compaction_due();
+  // Still due, with nothing more to do now (no chunk sparse enough, or
+  // those left must wait): again in a while, not every round.
+  if (!left && compaction_due()) compact_retry_ms_ = now + kCompactRetryMs;
+  if (more != nullptr) *more = left;
+  plan_next_round(now);
+  return moved;
+}
+
+template <class P>
+typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
+  constexpr std::uint64_t kHeader = record::kHeaderBytes;
+  const std::uint64_t end = journal_.records_end(c);  // the chunk's size: c is before the tail
+  std::byte* const base = journal_.chunk_start(c);
+  Evacuated out;
+  // 1. Examine (nothing changes).
+  for (std::uint64_t off = 0; end - off >= record::kMinRecord;) {
+    const Location loc = Location::make(c, off);
+    std::byte* rec = base + off;
+    const record::Meta m = record::read_meta(rec);
+    const std::uint64_t cap = m.capacity();
+    if (kHeader + cap > end - off) return {Evacuated::waits, 0};  // damage: left as it is
+    if (m.state() == record::State::free) {
+      // On its list (one a damaged file's list dropped is not: unlinking
+      // it would drop its class's healthy list).
+      if (!FreeLists::valid_capacity(cap) || !free_.sound(loc, FreeLists::class_of(cap)) ||
+          !free_.links_sound(loc, FreeLists::class_of(cap), record::free_next(rec), record::free_prev(rec))) {
+        return {Evacuated::waits, 0};
+      }
+    } else if (m.state() == record::State::live) {
+      if (durable_ && !intact(loc, rec)) return {Evacuated::waits, 0};
+      const std::string_view key(reinterpret_cast<const char*>(rec + kHeader), m.key_len);
+      if (!index_.find(hash_(key), [&](Location l) { return l == loc; }).found) {
+        return {Evacuated::waits, 0};  // waiting to be freed (periodic, or the listener)
+      }
+    } else {
+      return {Evacuated::waits, 0};  // a dead marker
+    }
+    off += kHeader + cap;
+  }
+  // 2. No record moves into the chunk.
+  for (std::uint64_t off = 0; end - off >= record::kMinRecord;) {
+    const record::Meta m = record::read_meta(base + off);
+    if (m.state() == record::State::free) free_.unlink(Location::make(c, off), m.capacity());
+    off += kHeader + m.capacity();
+  }
+  // 3. Move each live record, in order; `stop`: the first one not moved.
+  std::uint64_t stop = end;
+  std::uint32_t lo = ~0u, hi = 0;  // the chunks written to: [lo, hi], and the first few of them
+  std::uint32_t written[32];
+  unsigned n_written = 0;
+  for (std::uint64_t off = 0; end - off >= record::kMinRecord;) {
+    const Location loc = Location::make(c, off);
+    std::byte* rec = base + off;
+    const record::Meta m = record::read_meta(rec);
+    const std::uint64_t cap = m.capacity();
+    if (m.state() != record::State::live) {
+      off += kHeader + cap;
+      continue;
+    }
+    const std::string_view key(reinterpret_cast<const char*>(rec + kHeader), m.key_len);
+    const std::string_view value(record::value_bytes(rec, m.key_len), m.value_len);
+    const std::uint64_t deadline = record::deadline_of(rec, m, kHeader + cap);
+    const std::uint64_t need = record::payload_for(m.key_len, m.value_len, deadline != 0);
+    Slot s{Location::none(), nullptr, 0, false};
+    try {
+      if constexpr (kEvicts) reserve_policy();
+      if (deadline != 0) wheel_.reserve_one();
+      s = allocate(need, false, journal_.chunk_size(c));  // an emptied chunk only if no larger
+    } catch (const Error&) {
+      s.loc = Location::none();  // no memory for the policy, the wheel or the free lists' count
+    }
+    if (s.loc.is_none()) {
+      stop = off;
+      out.outcome = Evacuated::no_room;
+      break;
+    }
+    const std::uint64_t h = hash_(key);
+    const Index::Found f = index_.find(h, [&](Location l) { return l == loc; });
+    const std::uint64_t old_stamp = record::read_stamp(rec);
+    write_record(s, key, value, m.type, record::State::live, deadline);
+    if (durable_ && kEvicts) record::set_policy_bits(s.rec, index_.bits(f.slot));  // (a copy of the slot's)
+    index_.update(f.slot, s.loc);  // release: readers find the copy whole
+    if constexpr (kEvicts) {
+      cache_replaced(eviction::Handle{loc.raw(), old_stamp, h, kHeader + cap}, f.slot, s.loc, h, true);
+    }
+    if (deadline != 0) schedule_expiry(s.loc, deadline);
+    live_bytes_ += s.capacity;
+    live_bytes_ -= cap;
+    ++compacted_records_;
+    compacted_bytes_ += kHeader + s.capacity;
+    out.moved += kHeader + s.capacity;
+    lo = std::min(lo, s.loc.chunk());
+    hi = std::max(hi, s.loc.chunk());
+    if (n_written <= std::size(written) &&
+        std::find(written, written + std::min<unsigned>(n_written, std::size(written)), s.loc.chunk()) ==
+            written + std::min<unsigned>(n_written, std::size(written))) {
+      if (n_written < std::size(written)) written[n_written] = s.loc.chunk();
+      ++n_written;  // past the array's size: the whole range [lo, hi] is synced
+    }
+    off += kHeader + cap;
+  }
+  // 4. File-backed, in every mode: the copies are on disk before anything
+  // of the old records changes (a record durable at the last sync() must
+  // survive a power loss, wherever compaction moved it since).
+  if (durable_ && lo <= hi) {
+    const bool few = n_written <= std::size(written);  // else every chunk in [lo, hi]
+    const std::uint32_t count = few ? n_written : hi - lo + 1;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::uint32_t d = few ? written[i] : lo + i;
+      if (d == c) continue;
+      if (const int err = journal_.sync_chunk(d)) {
+        // The old records stay as they are (recovery prefers the copies);
+        // the chunk's free records go back on their lists; the store
+        // refuses writes from now on.
+        note_sync_error(err);
+        for (std::uint64_t off = 0; end - off >= record::kMinRecord;) {
+          const record::Meta m = record::read_meta(base + off);
+          if (m.state() == record::State::free) {
+            free_.push(base + off, Location::make(c, off), m.capacity(), next_stamp(), m.prev_free());
+          }
+          off += kHeader + m.capacity();
+        }
+        return {Evacuated::no_room, out.moved};
+      }
+    }
+  }
+  if (durable_) journal_.mark_dirty(c);
+  index_.invalidate_readers();  // record starts inside the chunk are going
+  // 4'. No moved record's header stays live (recovery steps through free
+  // space word by word after a torn record: it must meet no old record of
+  // a key removed since).
+  for (std::uint64_t off = 0; (durable_ || out.outcome == Evacuated::no_room) && off < stop &&
+                              end - off >= record::kMinRecord;) {
+    std::byte* rec = base + off;
+    const record::Meta m = record::read_meta(rec);
+    if (m.state() == record::State::live) {
+      record::write_free(rec, next_stamp(), m.capacity(), Location::none(), Location::none(), m.prev_free());
+    }
+    off += kHeader + m.capacity();
+  }
+  if (out.outcome == Evacuated::no_room) {
+    // 5'. Not emptied: the free records and the moved records' old places
+    // go back on the lists, merged into runs; the records not moved stay.
+    std::uint64_t run = end;  // where the current run of free space began (end: none)
+    std::uint64_t off = 0;
+    while (end - off >= record::kMinRecord) {
+      std::byte* rec = base + off;
+      const record::Meta m = record::read_meta(rec);
+      const std::uint64_t bytes = kHeader + m.capacity();
+      const bool stays = m.state() == record::State::live;  // (the moved ones are free now)
+      if (!stays) {
+        if (run == end) run = off;
+      } else {
+        record::set_prev_free(rec, run != end);
+        if (run != end) push_free_range(Location::make(c, run), base + run, off - run, false, next_stamp());
+        run = end;
+      }
+      off += bytes;
+    }
+    // To the last record's end (a rest under kMinRecord after it stays unused).
+    if (run != end) push_free_range(Location::make(c, run), base + run, off - run, false, next_stamp());
+    // The moved records' free headers on disk now (every_write: a later
+    // removal of a copy syncs only the copy; the original must not come
+    // back after a power loss).
+    if (durable_) {
+      if (const int err = journal_.sync_chunk(c)) note_sync_error(err);
+    }
+    return out;
+  }
+  // 5. Emptied: one free record on no list, its pages back to the OS.
+  const std::uint64_t size = journal_.chunk_size(c);
+  const std::uint64_t stamp = next_stamp();
+  for (std::uint64_t off = 0; off < size;) {
+    const std::uint64_t piece = record::free_piece(size - off);  // as revive_chunk() will push them
+    record::write_free(base + off, stamp, piece - kHeader, Location::none(), Location::none(), off != 0);
+    off += piece;
+  }
+  journal_.set_emptied(c, true);
+  ++emptied_events_;
+  if (journal_.files() != nullptr) {
+    // The pieces and the mark on disk before the hole (every mode).
+    if (const int err = journal_.sync_chunk(c)) {
+      note_sync_error(err);  // the blocks stay reserved
+      return out;
+    }
+  }
+  const std::uint64_t page = page_size();
+  for (std::uint64_t off = 0; off < size;) {
+    const std::uint64_t piece = kHeader + record::read_meta(base + off).value_len;
+    // Between the header and links (first page) and the footer (last page).
+    const std::uint64_t from = round_up(off + kHeader + 24, page);  // (links and token: see queue_freed())
+    const std::uint64_t to = (off + piece - 8) / page * page;
+    if (to > from) {
+      discard_pages(base + from, to - from);
+      if (journal_.files() != nullptr) journal_.chunk_blocks(c, from, to - from, true);  // best effort
+    }
+    off += piece;
+  }
+  return out;
+}
+
+template <class P>
+bool Shard<P>::revive_chunk(std::uint64_t bytes, std::uint64_t most) noexcept {
+  const std::uint32_t c = journal_.emptied_fitting(bytes);
+  if (c == journal_.chunks() || journal_.chunk_size(c) > most) return false;
+  // A file's blocks are reserved again first: no store through the mapping
+  // may meet a full disk.
+  if (journal_.files() != nullptr && journal_.chunk_blocks(c, 0, journal_.chunk_size(c), false) != 0) {
+    return false;
+  }
+  journal_.set_emptied(c, false);
+  // The same pieces as the emptied record, now on lists. (The generation
+  // moves all the same: no reader concludes anything from what it read
+  // there before.)
+  index_.invalidate_readers();
+  push_free_range(Location::make(c, 0), journal_.chunk_start(c), journal_.chunk_size(c), false,
+                  next_stamp());
+  ++revived_events_;
+  revived_ms_ = now_ms();
+  return true;
+}
+
+}  // namespace offheap::detail

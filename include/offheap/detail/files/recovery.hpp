@@ -1,0 +1,345 @@
+// SPDX-License-Identifier: Apache-2.0
+// Recovery: a shard's index, free lists, counters and tail rebuilt from the
+// records in its chunks, at any open that cannot use the state files (after
+// a crash, a Durability::none close, or a damaged or missing state file).
+//
+// Each chunk is walked below its end word (format.hpp). A live record or
+// dead marker counts only whole, inside the chunk, with its checksum; any
+// other bytes are free space, stepped over 8 bytes at a time until a record
+// starts again. Of the records and dead markers of one key the highest
+// stamp wins (a dead marker: the key is absent). A writable recovery then
+// rewrites the free space as free records, the prev-free bits and the end
+// words, and frees the losers and the winning markers the way a running
+// store of its durability mode would (durability.hpp): never a marker
+// before the frees of the records it outranks are on disk. Records are
+// indexed in prefetched batches into an index sized from a hint, so that a
+// rebuild runs at memory speed.
+#pragma once
+
+#include <offheap/detail/shard/shard.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace offheap::detail {
+
+/// Rebuilds the index, the free lists, the counters and the tail from the
+/// records in the chunks (attached): the open after a crash, or whenever
+/// the state files cannot be used. Only bytes below each chunk's end word
+/// are records (the whole chunk if the word is damaged); a live header is
+/// taken only whole, inside the chunk, with its checksum; anything else
+/// is free space, stepped over 8 bytes at a time until a record starts
+/// again. Of the live records and dead markers of one key the highest
+/// stamp wins (a dead marker: the key is absent). Writable: rewrites the
+/// free space as free records (stamp 2: recovery runs before any reader),
+/// the prev-free bits, the end words, then frees the losers and the
+/// winning dead markers (periodic: defers them, as a running store does);
+/// read-only: builds the index and counters and writes nothing.
+/// Requires: no other thread in the shard.
+template <class P>
+typename Shard<P>::Recovery Shard<P>::recover(bool writable) {
+  Recovery r;
+  std::vector<Location> losers;
+  const std::uint32_t chunks = journal_.chunks();
+  // A clear() cut short (format.hpp, the clear mark): finished here, so
+  // that no chunk it had not emptied yet is read; a read-only open reads
+  // none.
+  const bool clear_cut_short = journal_.clear_marked();
+  if (clear_cut_short && writable) {
+    if (const int err = journal_.reset(sync_each_ || defer_frees_)) note_sync_error(err);
+  }
+  // The tail chunk: the last one whose end says it holds records.
+  std::uint32_t tail = chunks;
+  for (std::uint32_t c = chunks; !clear_cut_short && c-- > 0;) {
+    const std::uint64_t w = journal_.end_word(c);
+    if (!format::end_word_valid(w, journal_.end_salt(c)) || format::end_of(w) != 0) {
+      tail = c;
+      break;
+    }
+  }
+  // Size the index for the records the shard last had (a hint; bounded by
+  // what the chunks could hold), so that it never rehashes.
+  std::uint64_t room = 0;
+  for (std::uint32_t c = 0; c < chunks; ++c) room += journal_.chunk_size(c) / record::kMinRecord;
+  index_.reserve_empty(std::min(journal_.records_hint(), room) * 9 / 8);
+  std::uint64_t max_stamp = 2, tail_offset = 0, used = 0;
+  // Until the scan has found the tail, every chunk counts as records to its
+  // end (the free lists check what they link against it).
+  if (chunks != 0) journal_.set_tail(chunks - 1, journal_.chunk_size(chunks - 1), 0);
+  free_.reserve_chunks(chunks);  // (may throw: nothing has changed yet)
+  // A chunk compaction emptied (format::kEmptiedMarkOffset) holds no
+  // records, and its space (a hole in the file) goes on no list. Only
+  // before the tail, over an emptied chunk's layout: another mark is
+  // damage, not trusted (the chunk is scanned). Every other chunk's disk
+  // blocks are reserved (a hole under a lost mark), or writes are refused.
+  journal_.check_emptied(tail < chunks ? tail : 0, writable);
+  if (writable) {
+    if (const int err = journal_.reserve_all_blocks()) note_sync_error(err);
+  }
+  for (std::uint32_t c = 0; tail < chunks && c < tail; ++c) {  // none if no chunk holds records
+    used += journal_.chunk_size(c);
+    if (journal_.emptied(c)) continue;
+    scan_chunk(c, false, writable, losers, max_stamp, r);
+  }
+  if (tail < chunks) {
+    tail_offset = scan_chunk(tail, true, writable, losers, max_stamp, r);
+    used += tail_offset;
+  }
+  if (tail == chunks && chunks != 0) tail = 0;  // no records: start at chunk 0 (as reset())
+  adopt_batch(losers);
+  // Dead markers that won: their keys are absent.
+  std::vector<Location> dead;
+  for (const Location loc : dead_found_) {
+    const std::byte* rec = journal_.at(loc);
+    const record::Meta m = record::read_meta(rec);
+    const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+    const Index::Found f = find_for_write(key, hash_(key));
+    if (!f.found || index_.location(f.slot) != loc) continue;  // lost: among the losers
+    index_.erase(f.slot);
+    records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
+    live_bytes_ -= record::kHeaderBytes + m.capacity();
+    dead.push_back(loc);
+  }
+  dead_found_.clear();
+  dead_found_.shrink_to_fit();
+  journal_.set_tail(tail, tail_offset, used);
+  stamp_ = max_stamp;
+  newest_live_ = max_stamp;
+  if (writable) journal_.set_records_hint(size());
+  if (writable) {
+    for (std::uint32_t c = 0; c < chunks; ++c) {
+      journal_.set_end(c, c < tail ? journal_.chunk_size(c) : c == tail ? tail_offset : 0);
+    }
+    // As a running store would: periodic frees them after syncs (a
+    // power loss right after this open still finds the newest record of
+    // each key), the other modes at once.
+    // every_write: the records that won may not be on disk yet (a crash
+    // inside the write that made them, before its msync): the older ones
+    // are freed only once they are, so that a power loss still finds the
+    // last completed write of every key.
+    if (sync_each_ && !losers.empty() && !sync_before_freeing_markers()) {
+      for (const Location loc : losers) {
+        deferred_.reserve_one();
+        deferred_.push(loc);
+      }
+      r.superseded = losers.size();
+      losers.clear();
+    }
+    for (const Location loc : losers) free_or_defer(deferred_, loc);
+    if (!defer_frees_ && !dead.empty() && !sync_before_freeing_markers()) {
+      // The frees could not be made durable: the markers stay, waiting
+      // for syncs as in periodic (writes are refused from now on).
+      for (const Location loc : dead) {
+        dead_.reserve_one();
+        dead_.push(loc);
+      }
+      dead.clear();
+    }
+    for (const Location loc : dead) free_or_defer(dead_, loc);
+  }
+  normalized_ = writable;
+  r.superseded += losers.size();
+  r.records = size();
+  corrupt_.fetch_add(r.dropped, std::memory_order_relaxed);
+  recovered_damage_ += r.dropped;  // turned into free space: nothing left to rebuild
+  return r;
+}
+
+/// Scans chunk c for recover(); returns where its records end (in the
+/// tail chunk: the new tail offset).
+template <class P>
+std::uint64_t Shard<P>::scan_chunk(std::uint32_t c, bool is_tail, bool writable,
+                         std::vector<Location>& losers, std::uint64_t& max_stamp, Recovery& r) {
+  constexpr std::uint64_t kHeader = record::kHeaderBytes;
+  const std::uint64_t size = journal_.chunk_size(c);
+  const std::uint64_t word = journal_.end_word(c);
+  std::uint64_t end = size;
+  if (format::end_word_valid(word, journal_.end_salt(c))) {
+    end = std::min(format::end_of(word) & ~std::uint64_t{7}, size);
+  }
+  std::byte* base = journal_.at(Location::make(c, 0));
+  std::uint64_t pos = 0;
+  bool in_run = false;      // [run, pos) is free space
+  std::uint64_t run = 0;
+  std::byte* last_live = nullptr;  // the live record just before `run`, if any
+  bool on_chain = true;  // pos was reached from the chunk's start record by record
+  while (pos + record::kMinRecord <= end) {
+    std::byte* rec = base + pos;
+    const std::uint64_t stamp = load_relaxed(word_at(rec));
+    const std::uint64_t w1 = load_relaxed(word_at(rec + 8));
+    const record::Meta m = record::Meta::decode(w1);
+    if (stamp != 0 && (stamp & 1) == 0) {
+      if (m.state() == record::State::live || m.state() == record::State::dead) {
+        const std::uint64_t bytes = kHeader + m.capacity();
+        const Location loc = Location::make(c, pos);
+        if (bytes <= end - pos &&
+            record::checksum_in_place(crc_seed_, rec, loc, stamp, w1, end - pos) == record::stored_checksum(rec)) {
+          bool keep = true;
+          bool prev_free = false;
+          if (in_run) {
+            if (pos - run >= record::kMinRecord) {
+              if (writable) push_free_range(Location::make(c, run), base + run, pos - run, false, 2);
+              prev_free = true;
+            } else if (last_live != nullptr &&
+                       record::Meta::decode(load_relaxed(word_at(last_live + 8))).slack_words() +
+                               (pos - run) / 8 <= 7) {
+              // A gap too small for a free record: the record before takes
+              // it as slack (its checksum covers the slack, so resealed).
+              if (writable) grow_slack(last_live, Location::make(c, static_cast<std::uint64_t>(last_live - base)), pos - run);
+              live_bytes_ += pos - run;
+            } else {
+              keep = false;  // nowhere to put the gap: the record joins the free space
+              ++r.dropped;
+            }
+          }
+          if (keep) {
+            in_run = false;
+            if (writable && m.prev_free() != prev_free) record::set_prev_free(rec, prev_free);
+            if (stamp > max_stamp) max_stamp = stamp;
+            if (m.state() == record::State::dead) dead_found_.push_back(loc);
+            queue_adopt(loc, rec, m, stamp, losers);
+            last_live = rec;
+            pos += bytes;
+            on_chain = true;
+            continue;
+          }
+          pos += bytes;
+          on_chain = true;
+          continue;  // still in the run
+        }
+        // Torn by a crash, or damaged: counted where a record was due (not
+        // for record-like bytes met while stepping over garbage).
+        if (on_chain) ++r.dropped;
+      } else if (m.state() == record::State::free && on_chain) {
+        // A free record is stepped over whole only where a record was due
+        // (reached record by record from the chunk's start: a free header
+        // met while stepping over garbage may be value bytes, which a writer
+        // can shape to hide the records after them), and only if its last
+        // word agrees (the footer; in a 16-byte one, the previous link): a
+        // damaged capacity must not swallow the records after it.
+        const std::uint64_t cap = m.capacity();
+        if (cap >= record::kMinPayload && cap % 8 == 0 && kHeader + cap <= end - pos &&
+            record::capacity_from_footer(load_relaxed(record::payload_words(rec) + cap / 8 - 1)) ==
+                cap) {
+          if (!in_run) {
+            in_run = true;
+            run = pos;
+          }
+          pos += kHeader + cap;
+          on_chain = true;
+          continue;
+        }
+      }
+    }
+    if (!in_run) {
+      in_run = true;
+      run = pos;
+    }
+    pos += 8;
+    on_chain = false;
+  }
+  if (is_tail) {
+    // The tail moves back over free space at the end.
+    return in_run ? run : pos;
+  }
+  // A chunk before the tail holds records to its end: the rest is free.
+  const std::uint64_t from = in_run ? run : pos;
+  if (writable && size - from >= record::kMinRecord) {
+    push_free_range(Location::make(c, from), base + from, size - from, false, 2);
+  }
+  return size;
+}
+
+/// Recovery, before it frees dead markers at once (every mode but
+/// periodic, which defers them): the key's older records a marker
+/// outranks may have been freed only in memory (by this recovery, or by
+/// the life before a crash, whose frees the page cache still holds), so
+/// every chunk is written to disk first; otherwise a power loss could
+/// leave the marker freed and an older record live: the removed key back.
+/// (every_write also calls it before freeing the records that lost to
+/// newer ones.) Returns false (noted store-wide) if a write-back failed.
+template <class P>
+bool Shard<P>::sync_before_freeing_markers() noexcept {
+  for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
+    if (const int err = journal_.sync_chunk(c)) {
+      note_sync_error(err);
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Recovery: gives the record `rec` (live, or a dead marker, which stays
+/// dead) `extra` more bytes of slack.
+template <class P>
+void Shard<P>::grow_slack(std::byte* rec, Location loc, std::uint64_t extra) noexcept {
+  record::Meta m = record::Meta::decode(load_relaxed(word_at(rec + 8)));
+  const std::uint64_t slack = m.slack_words() + extra / 8;
+  m.flags = record::Meta::make_flags(m.state(), slack, m.prev_free(), m.policy_bits());
+  const std::uint64_t stamp = load_relaxed(word_at(rec));
+  store_relaxed(word_at(rec + 8), m.encode());
+  const std::uint64_t w2 = load_relaxed(word_at(rec + 16));
+  store_relaxed(word_at(rec + 16), (w2 & ~std::uint64_t{0xFFFFFFFF}) |
+                                       record::checksum_in_place(crc_seed_, rec, loc, stamp, m.encode(),
+                                                                 record::kHeaderBytes + m.capacity()));
+}
+
+template <class P>
+void Shard<P>::queue_adopt(Location loc, const std::byte* rec, const record::Meta& m, std::uint64_t stamp,
+                 std::vector<Location>& losers) {
+  const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+  const std::uint64_t h = hash_(key);
+  index_.prefetch(h);
+  if ((load_relaxed(word_at(rec + 16)) >> 32) != 0) had_deadlines_ = true;  // rebuild_expiry() looks
+  batch_[batch_size_++] = PendingAdopt{loc, rec, m, stamp, h};
+  if (batch_size_ == kAdoptBatch) adopt_batch(losers);
+}
+
+template <class P>
+void Shard<P>::adopt_batch(std::vector<Location>& losers) {
+  for (unsigned i = 0; i < batch_size_; ++i) {
+    const PendingAdopt& p = batch_[i];
+    adopt_record(p.loc, p.rec, p.m, p.stamp, p.hash, losers);
+  }
+  batch_size_ = 0;
+}
+
+/// Recovery: indexes the live record at `loc` unless a record of its key
+/// with a higher stamp is indexed already; the one that loses goes to
+/// `losers`.
+template <class P>
+void Shard<P>::adopt_record(Location loc, const std::byte* rec, const record::Meta& m, std::uint64_t stamp,
+                  std::uint64_t h, std::vector<Location>& losers) {
+  const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
+  Index::Found f = find_for_write(key, h);
+  if (f.found) {
+    const Location other = index_.location(f.slot);
+    const std::byte* orec = journal_.at(other);
+    if (load_relaxed(word_at(orec)) > stamp) {
+      losers.push_back(loc);
+      return;
+    }
+    const record::Meta om = record::read_meta(orec);
+    losers.push_back(other);
+    index_.update(f.slot, loc);
+    key_value_bytes_ -= std::uint64_t{om.key_len} + om.value_len;
+    live_bytes_ -= record::kHeaderBytes + om.capacity();
+  } else {
+    if (index_.needs_room()) {
+      grow_index();
+      f = find_for_write(key, h);
+    }
+    index_.insert(f.insert_slot, h, loc);
+    f.slot = f.insert_slot;
+    records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  // A cache's frequency, as the record's header last kept it (cache_shard.hpp).
+  if constexpr (kSlotBits) index_.set_bits(f.slot, m.policy_bits());
+  key_value_bytes_ += std::uint64_t{m.key_len} + m.value_len;
+  live_bytes_ += record::kHeaderBytes + m.capacity();
+}
+
+}  // namespace offheap::detail

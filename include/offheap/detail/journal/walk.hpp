@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+// for_each's walk of a shard: the index table is read slot by slot while
+// writers go on, each slot's record copied out under the same rules as a
+// lookup (a generation loaded before the slot, the slot still leading to the
+// record, no length used before both hold). A table that growth replaced
+// meanwhile is frozen: its slots may lead to records that were freed and
+// merged since, so a key read through one is confirmed by a lookup in the
+// current table, which copies the value.
+#pragma once
+
+#include <offheap/detail/shard/shard.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace offheap::detail {
+
+/// for_each's read of one slot of table `t`: copies the record its key
+/// leads to into kbuf/vbuf and returns true only for a record that is its
+/// key's current one. While `t` is the current table, the slot must still
+/// lead to the record and the generation (loaded before the slot, as in
+/// probe()) stay put, before any length read from the record sizes a
+/// buffer and after the copy; once growth replaced `t`, its slots are
+/// frozen and may lead anywhere, so the key is read and confirmed through a
+/// lookup in the current table (copy_from_frozen). A record rewritten
+/// continuously meanwhile may be skipped: the walk promises only keys left
+/// alone during it.
+template <class P>
+bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, WalkCopy& copy) const {
+  std::string& kbuf = copy.key;
+  std::string& vbuf = copy.value;
+  Backoff backoff;
+  for (; !backoff.exhausted(); backoff.pause()) {
+    // First, as in probe(): what is read below counts only while it stays.
+    const std::uint64_t generation = index_.acquire_generation();
+    const std::uint64_t serial = index_.acquire_serial();
+    // (The walk's table keeps its address while the walk goes on: a
+    // replaced table is neither dropped nor reused during a walk.)
+    if (index_.acquire_view().words != t.words) return copy_from_frozen(slot, copy);
+    // Emptied by clear() (which leaves locations) or by a removal since the
+    // walk saw it full: its key is gone.
+    if (!Index::slot_full(slot)) return false;
+    const Location loc = slot_location(load_acquire(slot));
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+    testing_reader_step();
+#endif
+    if (loc.is_none()) return false;  // its key was removed
+    std::uint64_t avail = 0;
+    const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+    if (rec == nullptr) {
+      if (index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) return false;
+      continue;
+    }
+    const std::uint64_t s1 = record::read_stamp(rec);
+    if (!record::stamp_is_stable(s1)) {
+      // 0: zeroed by clear() (the generation moved) or damage. Odd: a
+      // write in progress (worth waiting for, within the backoff) or
+      // bytes that are no stamp (the generation moves).
+      if (s1 == 0 && index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) {
+        return false;
+      }
+      continue;
+    }
+    const record::Meta m = record::read_meta(rec);
+    const bool whole = m.state() == record::State::live &&
+                       record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail;
+    const std::uint64_t deadline = whole ? record::deadline_of(rec, m, avail) : 0;
+    if (!record::validate(rec, s1)) continue;
+    const bool gone = deadline != 0 && expired(deadline);  // before the checks below (as in lookup())
+    // The header belongs to the record the slot leads to only while the
+    // generation stays and the slot still leads here; then, and only then,
+    // may its lengths size the buffers.
+    if (!index_.unchanged_since(generation)) continue;
+    if (!leads_to(load_relaxed(slot), loc)) continue;  // the slot moved on
+    if (!whole) return false;  // a slot leads to a record that is not live only in damage
+    if (gone) {
+      // Expired, unless rewritten since the clock read (as in lookup()).
+      if (!record::validate(rec, s1) || !index_.unchanged_since(generation)) continue;
+      return false;
+    }
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+    testing_reader_before_hit(rec);
+#endif
+    // Keys only: the value is still read where its checksum is checked.
+    const bool value = copy.values || verify_;
+    kbuf.resize(m.key_len);
+    vbuf.resize(value ? m.value_len : 0);
+    record::copy_out(kbuf.data(), rec, 0, m.key_len);
+    if (value) record::copy_out(vbuf.data(), rec, m.key_len, m.value_len);
+    const std::uint32_t stored = record::stored_checksum(rec);
+    // As in examine(): the copy is the key's only if, after it, the
+    // generation stays and the slot still leads here (or, if merges
+    // elsewhere moved the generation, the record is still current).
+    if (!record::validate(rec, s1)) continue;
+    if (!(index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) &&
+        !still_current(serial, slot, loc, rec, s1)) {
+      continue;
+    }
+    if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf, deadline) != stored) {
+      // A damaged record: skipped (and counted), so that a walk can
+      // salvage what is intact.
+      corrupt_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    copy.type = m.type;
+    return true;
+  }
+  // Writers kept moving the generation (merges anywhere in the shard): the
+  // slot's key is confirmed through a lookup instead, which takes the
+  // writer lock when it starves, so that a key left alone is not skipped.
+  return copy_from_frozen(slot, copy);
+}
+
+/// copy_record() for a slot of a table that growth replaced: reads the
+/// key the slot leads to (a key length sizes at most 64 KiB), then looks
+/// the key up in the current table, which copies the value only if the
+/// key's current record is the one the slot led to.
+template <class P>
+bool Shard<P>::copy_from_frozen(const std::uint64_t* slot, WalkCopy& copy) const {
+  std::string& kbuf = copy.key;
+  std::string& vbuf = copy.value;
+  Backoff backoff;
+  for (; !backoff.exhausted(); backoff.pause()) {
+    const Location loc = slot_location(load_acquire(slot));
+    if (loc.is_none()) return false;
+    std::uint64_t avail = 0;
+    const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+    if (rec == nullptr) return false;
+    const std::uint64_t s1 = record::read_stamp(rec);
+    if (s1 == 0) return false;
+    if ((s1 & 1) != 0) continue;
+    const record::Meta m = record::read_meta(rec);
+    if (m.state() != record::State::live || record::kHeaderBytes + m.key_len > avail) {
+      if (record::validate(rec, s1)) return false;
+      continue;
+    }
+    kbuf.resize(m.key_len);
+    record::copy_out(kbuf.data(), rec, 0, m.key_len);
+    if (!record::validate(rec, s1)) continue;
+    // kbuf may hold any bytes (the slot is stale): the lookup decides, by
+    // its last call of the callback, and only if it says it found the key
+    // (an earlier call may have read bytes the lookup then refused).
+    bool same = false;
+    const bool found = lookup(kbuf, hash_(kbuf),
+           [&](Location l, const std::byte* r, const record::Meta& cm, std::uint64_t s) {
+             same = l == loc && s == s1;
+             if (!same) return true;
+             copy.type = cm.type;
+             vbuf.resize(copy.values ? cm.value_len : 0);
+             if (copy.values) record::copy_out(vbuf.data(), r, cm.key_len, cm.value_len);
+             return record::validate(r, s);
+           });
+    return found && same;
+  }
+  return false;
+}
+
+template <class P>
+template <class F>
+void Shard<P>::for_each(F& fn, WalkCopy& copy) const {
+  const TableView t = index_.acquire_view();
+  for (std::uint64_t g = 0; g <= t.mask; ++g) {
+    const std::uint64_t w = load_acquire(t.ctrl_word(g));
+    for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
+      if (copy_record(t, t.ctrl_word(g) + 1 + ctrl::first(m), copy)) fn(copy);
+    }
+  }
+}
+
+/// scan's walk of this shard: from position `pos` (8 per group: group g's
+/// slot i is 8g + i) of the table whose serial is `serial`, handing fn(copy)
+/// up to `budget` records; fn returns false to stop. A table replaced
+/// since `serial` (growth, a rebuild: keys sit elsewhere in its successor)
+/// is walked again from its start, so that no key left alone is missed.
+/// Leaves pos after the last slot it looked at (the record fn stopped at
+/// included) and serial that of the table it walked; counts a walk again
+/// from the start in `restarts`.
+/// Returns: true when the table's end was reached; false when the budget
+/// ran out or fn stopped.
+template <class P>
+template <class F>
+bool Shard<P>::scan(std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& restarts,
+                    std::uint64_t& budget, F& fn, WalkCopy& copy) const {
+  // The serial first: the table loaded after it is its table or a later
+  // one (pairs with the release in Index::publish), so a serial that stays
+  // across calls means the same table, slot positions unchanged.
+  const std::uint64_t now = index_.acquire_serial();
+  const TableView t = index_.acquire_view();
+  if (now != serial) {
+    if (pos != 0) ++restarts;  // (0: the shard's first call)
+    pos = 0;
+    serial = now;
+  }
+  const std::uint64_t end = (t.mask + 1) * 8;
+  while (pos < end) {
+    if (budget == 0) return false;
+    const std::uint64_t g = pos / 8;
+    const unsigned from = static_cast<unsigned>(pos % 8);
+    std::uint64_t m = load_acquire(t.ctrl_word(g)) & ctrl::kHighs;
+    m &= ~std::uint64_t{0} << (8 * from);  // the slots before `from` were walked
+    for (; m; m &= m - 1) {
+      const unsigned i = ctrl::first(m);
+      // pos moves past a slot only once it is done with: an exception from
+      // copy_record (bad_alloc) or fn leaves the cursor at the slot (copy)
+      // or just after it (fn: the record counts as visited), never past
+      // the rest of the group.
+      pos = g * 8 + i;
+      if (!copy_record(t, t.ctrl_word(g) + 1 + i, copy)) continue;
+      --budget;
+      pos = g * 8 + i + 1;
+      if (!fn(copy) || budget == 0) return false;  // the rest of the group in the next call
+    }
+    pos = (g + 1) * 8;
+  }
+  return true;
+}
+
+}  // namespace offheap::detail

@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: Apache-2.0
+// The store's atomic read-modify-write: compute(), compute_if_absent(),
+// compute_if_present(), merge() and their typed forms; and the writes whose
+// value the caller writes in place (reserve-then-fill, gather), which run
+// the caller's code under the shard's lock the same way. The function runs
+// inside Shard::compute (shard/compute.hpp), under the key's shard's
+// writer lock; this file turns what it returns into a ComputeDecision, and
+// keeps it across the memory limit's retries (OffHeapStore::at_limit),
+// which let the lock go.
+#pragma once
+
+#include <offheap/store.hpp>
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <bit>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace offheap {
+namespace detail {
+
+/// What compute()'s function may return: std::optional<V>, V convertible
+/// to std::string_view.
+template <class R>
+concept ComputeResult = requires(const R& r) {
+  static_cast<bool>(r);
+  std::string_view(*r);
+};
+
+/// Whether `inner` lies (in part) inside `outer`'s bytes.
+inline bool overlaps(std::string_view inner, std::string_view outer) noexcept {
+  const auto lo = reinterpret_cast<std::uintptr_t>(outer.data());
+  const auto p = reinterpret_cast<std::uintptr_t>(inner.data());
+  return !inner.empty() && !outer.empty() && p < lo + outer.size() && lo < p + inner.size();
+}
+
+[[noreturn, gnu::cold]] inline void throw_type_mismatch(const std::string& store, const char* op,
+                                                        std::uint8_t tag, std::size_t size,
+                                                        const ComputeCurrent& cur) {
+  throw Error(Errc::type_mismatch, store + ": " + op + " for type tag " + std::to_string(tag) + " of " +
+                                       std::to_string(size) + " bytes; the record holds type tag " +
+                                       std::to_string(cur.type) + " of " + std::to_string(cur.value.size()) +
+                                       " bytes");
+}
+
+/// The key's current value as a T, checked against T's tag and size.
+template <class T>
+T typed_current(const std::string& store, const char* op, const ComputeCurrent& cur) {
+  constexpr std::uint8_t tag = value_type_tag<T>();
+  if (cur.type != tag || cur.value.size() != sizeof(T)) throw_type_mismatch(store, op, tag, sizeof(T), cur);
+  std::array<char, sizeof(T)> exact;
+  std::memcpy(exact.data(), cur.value.data(), sizeof(T));
+  return std::bit_cast<T>(exact);
+}
+
+}  // namespace detail
+
+template <Policy P>
+template <class Decide>
+Computed OffHeapStore<P>::compute_with(std::string_view key, Ttl ttl, Decide& decide) {
+  check_writable();
+  check_key(key);
+  const std::uint64_t h = hash_(key);
+  const std::uint64_t deadline = deadline_for(ttl);
+  Shard& s = shards_.for_hash(h);
+  const Computed c = at_limit(s, [&] { return s.compute(key, h, deadline, decide); });
+  nudge(s);
+  return c;
+}
+
+template <Policy P>
+template <class Call>
+Computed OffHeapStore<P>::compute_bytes(std::string_view key, Ttl ttl, std::uint8_t type, Call&& call) {
+  using Outcome = std::invoke_result_t<Call&, const detail::ComputeCurrent&>;  // std::optional<R>
+  Outcome result;            // call()'s, kept across the memory limit's retries
+  bool called = false;       // and on what it was taken:
+  bool seen_present = false;
+  std::uint64_t seen_stamp = 0;
+  std::string copy;  // the new value, when it lay inside the old record (which may go first)
+  bool copied = false;
+  const std::uint64_t deadline = deadline_for(ttl);  // (compute_with() reads the clock again)
+  auto decide = [&](const detail::ComputeCurrent& cur) -> detail::ComputeDecision {
+    if (!called || cur.present != seen_present || cur.stamp != seen_stamp) {
+      {
+        const detail::ComputeScope inside(this);
+        result = call(cur);  // may throw: nothing has changed
+      }
+      called = true;
+      seen_present = cur.present;
+      seen_stamp = cur.stamp;
+      copied = false;
+      if (result && *result) {
+        const std::string_view v(**result);
+        if (cur.present && detail::overlaps(v, cur.value) && !(cur.type == type && v == cur.value)) {
+          copy.assign(v);  // (allocates: only for a new value taken from part of the old one)
+          copied = true;
+        }
+      }
+    }
+    detail::ComputeDecision d;
+    if (!result) return d;  // keep
+    if (!*result) {
+      d.action = detail::ComputeDecision::Action::remove;
+      return d;
+    }
+    const std::string_view v = copied ? std::string_view(copy) : std::string_view(**result);
+    if (cur.present && cur.type == type && v == cur.value) return d;  // the same: nothing to write
+    check(key, v.size());  // may throw: nothing has changed
+    check_deadline_word(key, v.size(), deadline);
+    d.action = detail::ComputeDecision::Action::write;
+    d.value = v;
+    d.type = type;
+    return d;
+  };
+  return compute_with(key, ttl, decide);
+}
+
+template <Policy P>
+template <class F>
+Computed OffHeapStore<P>::compute(std::string_view key, F&& fn, Ttl ttl) {
+  using R = std::invoke_result_t<F&, std::optional<std::string_view>>;
+  static_assert(detail::ComputeResult<R>,
+                "compute(): fn must return std::optional<V>, V convertible to std::string_view");
+  return compute_bytes(key, ttl, type_tag::bytes, [&](const detail::ComputeCurrent& cur) -> std::optional<R> {
+    return fn(cur.present ? std::optional<std::string_view>(cur.value) : std::nullopt);
+  });
+}
+
+template <Policy P>
+template <class F>
+Computed OffHeapStore<P>::compute_if_absent(std::string_view key, F&& make, Ttl ttl) {
+  using V = std::invoke_result_t<F&>;
+  static_assert(std::is_convertible_v<const V&, std::string_view>,
+                "compute_if_absent(): make must return a value convertible to std::string_view");
+  return compute_bytes(key, ttl, type_tag::bytes,
+                       [&](const detail::ComputeCurrent& cur) -> std::optional<std::optional<V>> {
+                         if (cur.present) return std::nullopt;
+                         return std::optional<V>(make());
+                       });
+}
+
+template <Policy P>
+template <class F>
+Computed OffHeapStore<P>::compute_if_present(std::string_view key, F&& fn, Ttl ttl) {
+  using R = std::invoke_result_t<F&, std::string_view>;
+  static_assert(detail::ComputeResult<R>,
+                "compute_if_present(): fn must return std::optional<V>, V convertible to std::string_view");
+  return compute_bytes(key, ttl, type_tag::bytes, [&](const detail::ComputeCurrent& cur) -> std::optional<R> {
+    if (!cur.present) return std::nullopt;
+    return fn(cur.value);
+  });
+}
+
+template <Policy P>
+template <class F>
+Computed OffHeapStore<P>::merge(std::string_view key, std::string_view value, F&& combine, Ttl ttl) {
+  using R = std::invoke_result_t<F&, std::string_view, std::string_view>;
+  static_assert(detail::ComputeResult<R>,
+                "merge(): combine must return std::optional<V>, V convertible to std::string_view");
+  return compute_bytes(key, ttl, type_tag::bytes, [&](const detail::ComputeCurrent& cur) -> std::optional<R> {
+    if (!cur.present) return R(std::in_place, value);
+    return combine(cur.value, value);
+  });
+}
+
+template <Policy P>
+template <class T, class F>
+  requires PaddingFreeValue<T>
+Computed OffHeapStore<P>::compute_value(std::string_view key, F&& fn, Ttl ttl) {
+  static_assert(std::is_same_v<std::invoke_result_t<F&, std::optional<T>>, std::optional<T>>,
+                "compute_value<T>(): fn must take and return std::optional<T>");
+  constexpr std::uint8_t tag = detail::value_type_tag<T>();
+  std::byte bytes[sizeof(T)];
+  return compute_bytes(key, ttl, tag,
+                       [&](const detail::ComputeCurrent& cur) -> std::optional<std::optional<std::string_view>> {
+                         std::optional<T> old;
+                         if (cur.present) old = detail::typed_current<T>(name(), "compute_value", cur);
+                         const std::optional<T> now = fn(std::move(old));
+                         if (!now) return std::optional<std::string_view>();
+                         detail::value_bytes(*now, bytes);
+                         return std::optional<std::string_view>(
+                             std::string_view(reinterpret_cast<const char*>(bytes), sizeof(T)));
+                       });
+}
+
+template <Policy P>
+template <class T>
+  requires PaddingFreeValue<T>
+bool OffHeapStore<P>::replace_value(std::string_view key, const T& value, Ttl ttl) {
+  return put_typed_if(key, value, ttl, true, "replace_value");
+}
+
+template <Policy P>
+template <class T>
+  requires PaddingFreeValue<T>
+bool OffHeapStore<P>::put_value_if_absent(std::string_view key, const T& value, Ttl ttl) {
+  return put_typed_if(key, value, ttl, false, "put_value_if_absent");
+}
+
+template <Policy P>
+template <class T>
+bool OffHeapStore<P>::put_typed_if(std::string_view key, const T& value, Ttl ttl, bool present, const char* op) {
+  constexpr std::uint8_t tag = detail::value_type_tag<T>();
+  std::byte bytes[sizeof(T)];
+  detail::value_bytes(value, bytes);
+  const std::string_view v(reinterpret_cast<const char*>(bytes), sizeof(T));
+  bool applies = false;
+  (void)compute_bytes(key, ttl, tag,
+                      [&](const detail::ComputeCurrent& cur) -> std::optional<std::optional<std::string_view>> {
+                        if (cur.present) (void)detail::typed_current<T>(name(), op, cur);  // may throw
+                        applies = cur.present == present;
+                        if (!applies) return std::nullopt;
+                        return std::optional<std::string_view>(v);
+                      });
+  return applies;
+}
+
+template <Policy P>
+bool OffHeapStore<P>::put_if_absent(std::string_view key, std::string_view value, std::string& existing, Ttl ttl) {
+  return compute_bytes(key, ttl, type_tag::bytes,
+                       [&](const detail::ComputeCurrent& cur) -> std::optional<std::optional<std::string_view>> {
+                         if (cur.present) {
+                           existing.assign(cur.value);
+                           return std::nullopt;
+                         }
+                         return std::optional<std::string_view>(value);
+                       }) == Computed::inserted;
+}
+
+// ---- values written in place ------------------------------------------------
+
+template <Policy P>
+template <class Fill>
+  requires std::invocable<Fill&, std::span<std::byte>>
+Computed OffHeapStore<P>::put(std::string_view key, std::size_t size, Fill&& fill, Ttl ttl) {
+  return write_filled(key, size, fill, ttl, Shard::Mode::upsert);
+}
+
+template <Policy P>
+template <class Fill>
+  requires std::invocable<Fill&, std::span<std::byte>>
+bool OffHeapStore<P>::put_if_absent(std::string_view key, std::size_t size, Fill&& fill, Ttl ttl) {
+  return write_filled(key, size, fill, ttl, Shard::Mode::insert) == Computed::inserted;
+}
+
+template <Policy P>
+template <class Fill>
+Computed OffHeapStore<P>::write_filled(std::string_view key, std::size_t size, Fill& fill, Ttl ttl,
+                                       typename Shard::Mode mode, std::uint8_t type) {
+  check_writable();
+  check(key, size);
+  struct Ctx {
+    const OffHeapStore* store;
+    Fill* fill;
+  } ctx{this, &fill};
+  const detail::ValueFill f{[](const void* c, std::byte* dst, std::size_t n) {
+                              const auto* x = static_cast<const Ctx*>(c);
+                              const detail::ComputeScope inside(x->store);  // no writes of this store
+                              (*x->fill)(std::span<std::byte>(dst, n));
+                            },
+                            &ctx, size};
+  return write(key, {}, type, mode, {}, ttl, &f);
+}
+
+template <Policy P>
+Computed OffHeapStore<P>::put(std::string_view key, std::span<const std::string_view> parts, Ttl ttl) {
+  std::size_t size = 0;
+  for (const std::string_view p : parts) {
+    size += p.size();
+    if (size < p.size() || size > kMaxValueBytes) [[unlikely]] size = kMaxValueBytes + std::size_t{1};
+  }
+  return put(key, size, [parts](std::span<std::byte> dst) noexcept {
+    std::size_t at = 0;
+    for (const std::string_view p : parts) {
+      if (!p.empty()) std::memcpy(dst.data() + at, p.data(), p.size());
+      at += p.size();
+    }
+  }, ttl);
+}
+
+}  // namespace offheap

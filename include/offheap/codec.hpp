@@ -33,6 +33,13 @@
 // Codecs here: std::string (tag 65) and std::vector<T> of an arithmetic T
 // (tag 80 + T's value type tag, 81-93), version 1: the bytes as they are
 // in memory.
+//
+// Memory and threads: encode() writes into a span of the new record, under
+// the key's shard's writer lock, valid only during the call; it must not
+// call this store's writes, and if it throws nothing changes. decode()
+// reads a span over a private copy, valid only during the call: copy what
+// the T keeps. Codecs are called from whichever thread calls put_as /
+// get_as, possibly from several at once: keep them free of shared state.
 #pragma once
 
 #include <offheap/error.hpp>

@@ -2,6 +2,14 @@
 // What an atomic read-modify-write did: OffHeapStore::compute() and the
 // operations built on it (compute_if_absent, compute_if_present, merge,
 // compute_value<T>).
+//
+// The rules the functions given to compute() and its kin follow (when they
+// run, the lock, what they may call, how long the old value's view lives)
+// are stated once at OffHeapStore's compute group (store.hpp). Modelled on
+// ConcurrentHashMap.compute and friends (Java; Caffeine's asMap()),
+// libcuckoo's upsert / uprase_fn, and RocksDB's merge operator (applied
+// at once here, not at read time). This header only names the outcome; it
+// hands out no memory.
 #pragma once
 
 #include <cstdint>

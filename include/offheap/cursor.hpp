@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Cursor: where a resumable walk of a store (OffHeapStore::scan,
 // scan_keys) stands between two calls.
+//
+// Thread safety: a Cursor is a plain value, to be used by one walk at a
+// time (copy it to fork a walk). It holds no memory of the store and
+// nothing between two scan() calls: a cursor kept across writes, a
+// clear() or a reopen never points at freed memory (the walk is retaken
+// from its shard's start instead; see restarts()).
 #pragma once
 
 #include <offheap/policy.hpp>

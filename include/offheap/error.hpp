@@ -4,6 +4,18 @@
 //
 // Every public operation either completes or throws before it has changed
 // anything: an Error never leaves a store with fewer records than it had.
+//
+// Errc is registered as an error-code enum (category "offheap"): compare an
+// std::error_code with it (ec == offheap::Errc::locked) or with portable
+// conditions (ec == std::errc::invalid_argument); Error::code() and
+// Error::error_code() give it from an exception. Calls that do not throw
+// (OffHeapStore::open(options, ec), the std::error_code twins of the
+// writes, sync and close) report the same codes. RecordView::read throws
+// StaleView for a record that changed or went (try_read reports it
+// without throwing).
+//
+// Thread safety and memory: Error is an ordinary exception object, which
+// owns its message; the category is a process-wide constant.
 #pragma once
 
 #include <cstdint>

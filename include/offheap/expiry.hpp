@@ -9,6 +9,45 @@
 // persisted store's entries expire at the same moment after a restart. A
 // program (or a test) that wants to control time gives the store a Clock of
 // its own (Options::clock).
+//
+// What a deadline does. Every write (put, put_if_absent, replace,
+// put_value, compute and the rest) takes a Ttl: by default the store's
+// Options::default_ttl (0: none), Ttl::never(), a duration, or an absolute
+// deadline (Ttl::at, Ttl::at_ms). A deadline is kept to the millisecond in
+// the record itself (8 more bytes after the value; a record without one
+// pays nothing), and every read compares it with the clock: get, read,
+// contains, view, get_value, for_each and scan never return an entry from
+// its deadline's millisecond on; put_if_absent writes over an expired
+// entry; replace and remove find none (remove still takes it away, and
+// returns false). Each shard keeps a hierarchical timing wheel in mapped
+// memory (32 bytes per entry; O(1) scheduling, lazy cancelling); the
+// maintenance thread sleeps until the wheels' next event (a write with an
+// earlier deadline wakes it) and removes each expired record within about
+// a millisecond of its deadline, as RemovalCause::expired
+// (Stats::expirations, expiry_entries). Every store with a writer lock
+// runs that thread (one with nothing else to do sleeps 10 s at a time); a
+// SingleWriterPolicy store has none: its program calls maintain().
+// Until then an expired record is invisible but stays (counted in size(),
+// live_bytes and a cache's capacity), and a writer making room in a full
+// cache evicts by its policy, not expired records first. Stale wheel
+// entries (records rewritten with TTLs faster than they expire) cost a
+// sweep that looks each one up again: about one more index lookup on the
+// maintenance thread per TTL'd overwrite.
+//
+// Reads on the default clock compare deadlines more than 200 ms away with
+// the kernel's coarse clock (CLOCK_MONOTONIC_COARSE: a few nanoseconds, at
+// most a timer tick behind) and read the precise clock only for closer
+// deadlines, so a read could return an entry past its deadline only if the
+// kernel's tick stalled for over 200 ms. Persisted stores keep deadlines
+// on disk as wall-clock time, so an entry expires at the same moment after
+// a restart; what expired while the store was closed (or being recovered
+// after a crash) is gone when the open returns, and reported to the
+// listener by the first maintenance round. A clean open of a shard that
+// never held a deadline reads no record for it.
+//
+// Thread safety: Ttl is a plain value. A Clock's now_ms() is called from
+// any thread (readers, writers, the maintenance thread) at once. Nothing
+// here hands out memory.
 #pragma once
 
 #include <chrono>

@@ -2,6 +2,9 @@
 // offheap::Graph: nodes and directed or undirected edges with Document
 // properties, kept in an offheap::Store (graph/graph.hpp says how), with
 // iterative traversals and shortest paths (graph/traversal.hpp).
+//
+// Thread safety and memory: graph/graph.hpp says both (one writer at a
+// time, lock-free readers; nothing handed out points into the store).
 #pragma once
 
 #include <offheap/graph/detail/adjacency.hpp>

@@ -10,11 +10,13 @@
 //                   for one writer thread, no lock); every call,
 //                   its errors, and the lifetime of each view and callback
 //                   argument; minimum_memory_limit()
-//   options.hpp     Options: where it lives, durability, capacity, shards,
-//                   chunk sizes, the memory limit (and how its least value
-//                   is made up), the clock, the removal listener
+//   options.hpp     Options: where it lives (the files), durability modes
+//                   and what survives a power loss, capacity, shards, chunk
+//                   sizes, compaction, the memory limit (and how its least
+//                   value is made up), the clock, the removal listener
 //   policy.hpp      the compile-time policies (locks, hashing, in-place
-//                   updates, eviction) and the Policy concept
+//                   updates, eviction), the Policy concept, and how caches
+//                   hold their capacity and see readers' hits
 //   eviction/       the eviction policies: S3-FIFO (s3fifo.hpp), LRU
 //                   (lru.hpp), W-TinyLFU (w_tiny_lfu.hpp), none (none.hpp),
 //                   and the concept a policy satisfies (policy.hpp)
@@ -23,7 +25,7 @@
 //   codec.hpp       Codec<T>: put_as / get_as for types that are not bytes
 //   value_type.hpp  type tags of put_value / get_value
 //   cursor.hpp      Cursor: where a resumable walk (scan) stands
-//   expiry.hpp      Clock and Ttl
+//   expiry.hpp      Clock and Ttl, and what a deadline does to reads
 //   removal.hpp     RemovalListener and RemovalCause: which cause a removal
 //                   is reported with
 //   stats.hpp       Stats: what stats() reports, counter by counter

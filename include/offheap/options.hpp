@@ -1,5 +1,74 @@
 // SPDX-License-Identifier: Apache-2.0
-// What a user configures when creating a store.
+// What a user configures when creating a store: Options (where the store
+// lives, durability, a cache's capacity, shards, chunk sizes, compaction,
+// the memory limit, expiry's default and clock, the removal listener) and
+// Durability. The constructor checks every field and refuses one out of
+// range, or one that does not apply, with Errc::invalid_argument and a
+// message naming the field. Options is a plain value: copy it freely; a
+// store keeps its own copy (OffHeapStore::options()). Nothing here hands
+// out memory. Options::clock is not owned and must outlive the store.
+//
+// Options that do not apply. An anonymous store (empty path) refuses
+// Durability::periodic and every_write (nothing of it reaches a disk: those
+// promises could not be kept) and read_only; none and on_close make no
+// difference to it, nor does verify_checksums (its records carry no
+// checksums). A policy without a writer lock (SingleWriterPolicy) refuses
+// background_maintenance together with anything that needs the thread
+// (periodic files, on_removal, default_ttl, eviction): the thread would be
+// a second writer; its program calls maintain() from the writing thread.
+//
+// Files. A file-backed store is a directory: `meta` (magic, format
+// version, policy, hash seed, shard count, clean flag), one file per
+// journal chunk per shard (`s0003-c00012.chunk`: a 4 KiB header, then the
+// records exactly as in memory, reserved whole with posix_fallocate, so
+// that a full disk is an Errc::out_of_space from put, never a SIGBUS) and,
+// after a clean close only, one `s0003.state` per shard (counters, free
+// lists and the index table, which the next open maps copy-on-write
+// instead of scanning). The directory is locked (flock): one writable
+// store at a time in any process, or any number of read-only ones; a
+// second open gets Errc::locked. flock does not lock across NFS: keep the
+// files local.
+//
+// Durability. Records live in shared file mappings, so a process crash
+// (SIGKILL included) loses no completed write in any mode; the modes say
+// what survives a power loss:
+//
+//   mode          a write returns     survives a power loss          clean close
+//   none          in memory           nothing promised until sync()  no: every open rebuilds
+//   on_close      in memory           what sync() or close() wrote,  yes
+//                                     unless overwritten or removed
+//                                     since
+//   periodic      in memory           what the last sync wrote       yes
+//   every_write   record on disk      every completed write          yes
+//                 (msync)
+//
+// sync() is a durability point in every mode, also while another thread
+// (the maintenance thread) syncs: syncs of a shard run one at a time, so
+// none returns before what was written before it is on disk. In periodic
+// and every_write an update's old record is freed (its space reused) only
+// once the new one is durable, so a power loss finds one or the other; in
+// periodic a removal leaves a checksummed dead marker, which outranks the
+// key's older records on disk and is freed two syncs later (only a cache at
+// memory_limit_bytes with no room for one evicts a record without it, when
+// every older record of its key is free on disk:
+// Stats::markerless_evictions). In on_close and none the old record is
+// freed at once, so a key updated after the last sync can vanish in a
+// power loss (never a wrong value: the torn record fails its checksum). A
+// durable removal stays removed whatever mode the store is reopened in. After
+// the first failed msync the store refuses writes (Errc::io_error) until it
+// is reopened, since a retried sync can falsely succeed.
+// tests/power_loss_test.cpp builds crash images from exactly the ranges the
+// library msynced (never the page cache), plus a random subset of the pages
+// written after, some torn mid-page, and checks what each mode promises.
+//
+// clear() on a file-backed store keeps the files' size for reuse. A crash
+// inside it leaves each shard untouched or empty: it first stores a clear
+// mark in the shard's first chunk header, and an open that finds the mark
+// finishes the clear (a read-only open reads the shard as empty). In
+// periodic and every_write each step is on disk before the next (n + 2
+// msyncs for n chunks), so a power loss also finds every shard untouched or
+// empty; in on_close and none it may leave a shard partly cleared (records
+// of the time before it, never a removed key back).
 #pragma once
 
 #include <chrono>
@@ -70,11 +139,14 @@ struct Options {
   /// syncs. Range 1 ms - 1 h.
   std::chrono::milliseconds sync_interval{1000};
 
-  /// true: a thread per store runs maintenance (periodic syncs). false: the
-  /// program calls maintain(), which then also syncs when the interval has
-  /// passed. A policy without a writer lock (SingleWriterPolicy) refuses
-  /// true with Durability::periodic (Errc::invalid_argument): the thread
-  /// would be a second writer; its one writer calls maintain() instead.
+  /// true: a thread per store runs maintenance (expiry, a cache's
+  /// evictions, the removal listener's reports, periodic syncs, memory back
+  /// to the OS, compaction). false: the program calls maintain(), which then
+  /// also syncs when the interval has passed. A policy without a writer lock
+  /// (SingleWriterPolicy) refuses true (Errc::invalid_argument) when the
+  /// thread would have work that writes: Durability::periodic on disk,
+  /// on_removal, default_ttl, or eviction. The thread would be a second
+  /// writer; its one writer calls maintain() instead.
   bool background_maintenance = true;
 
   /// File-backed stores: check each record's CRC32C on every read, so that
@@ -178,6 +250,17 @@ struct Options {
   /// up to max_chunk_bytes per shard, mapped bytes can stay that much
   /// above the factor (set max_chunk_bytes to a small share of a shard's
   /// data where that matters). 0: never. Range: 0, or 1.1 - 100.
+  /// Only chunks whose live share is under 1 / factor and whose free space
+  /// is in 8 or more pieces, or that hold nothing live, are emptied; chunks
+  /// holding records that wait to be freed (periodic's old records until
+  /// the next sync, removals waiting for the listener) wait for them. A
+  /// shard's writers wait while a chunk's live records are copied (0.7-1.2
+  /// ms per MiB moved with 1 KiB values). In a cache, LruCache and
+  /// TinyLfuCache keep a moved record's place in their order; S3-FIFO
+  /// queues it again as after an update. tests/compaction_test.cpp churns
+  /// 20,000 keys of 16 B-64 KiB values (max_chunk_bytes 4 MiB, factor 1.2):
+  /// the store ends at 1.15 times its live bytes mapped (1.92 with
+  /// compaction off), having moved 364 MiB for 1.6 GB written.
   double compaction_factor = 1.5;
 
   /// A hard ceiling on the bytes the store maps, everything counted: journal
@@ -224,6 +307,48 @@ struct Options {
   /// 64 KiB chunks: 0.46 MiB for a Store, 0.62 MiB for LRU and W-TinyLFU,
   /// 0.73 MiB for S3-FIFO with one shard; 1.35, 1.74 and 2.02 MiB with
   /// four (more with files, a listener or larger records). 0: no limit.
+  ///
+  /// At the limit, in more detail. Structures that can do with less
+  /// (S3-FIFO's ghost, W-TinyLFU's sketch) hold at most 1/16 of the limit
+  /// together and grow only while another 1/16 stays free (else they keep
+  /// their size and forget sooner). The index doubles only with room for
+  /// the new table and its spare; otherwise it rebuilds at the same size
+  /// while live entries stay under 3/4 of its capacity. A cache's writer
+  /// evicts by its policy the record's size and about 1% of the shard more
+  /// (1/16 with a listener or periodic), doubled on each retry of the same
+  /// write (Stats::limit_evictions); where evicted records free their space
+  /// only later, it wakes the maintenance thread and waits for its reports
+  /// (two of its rounds without one, or 5 s without one, end a wait; 30 s at
+  /// most), or without that thread reports them itself, or syncs its shard
+  /// twice in periodic files. Rounds go on while each frees something, for
+  /// 30 s at most once 16 have run; a write that still finds no room, or
+  /// after two rounds in a row that freed nothing, gets out_of_space (so
+  /// does a write from inside the store's own listener, which cannot
+  /// report). At the limit a cache write that needs a new chunk costs an
+  /// exception caught inside the library and an eviction round: set
+  /// capacity_bytes below the limit to keep that off the usual path. LRU's
+  /// and W-TinyLFU's read buffers count the page of a reader thread's ring
+  /// at its first read of the shard: a thread whose page the limit refuses
+  /// drops its hits until there is room.
+  ///
+  /// Reopening under a lower limit than the files were written with: each
+  /// shard first maps its policy's first segments, then, while its policy
+  /// is rebuilt, evicts by the policy until the rest fits; evictions give
+  /// back only policy room (chunks stay mapped), so a limit a fifth lower
+  /// can evict most small records, and the open is refused whole
+  /// (out_of_space, nothing changed) when the chunks, the index table or the
+  /// expiry wheel's entries alone do not fit. Not right yet after such an
+  /// open: with its chunks filling the lower limit, a cache's writes can be
+  /// refused (out_of_space) when its policy needs one more segment although
+  /// most of the journal is free (seen at 0.8 of the limit with 256-byte
+  /// values and no maintenance thread: the writer evicts and syncs, which
+  /// frees no chunk, and does not compact); with 2 shards at 0.7 of the
+  /// limit one shard's policy can find no segment for its rebuild, and the
+  /// open is refused. Reopen under the limit the files were written with.
+  /// tests/memory_limit_test.cpp checks the count against the process's own
+  /// mappings (/proc/self/smaps) to the byte, each cache under small limits
+  /// with listeners, TTLs, periodic files and the maintenance thread, and
+  /// reopens (also after a SIGKILL at the limit).
   std::uint64_t memory_limit_bytes = 0;
 };
 

@@ -18,6 +18,68 @@
 //     hits in the index slot), eviction::Lru or eviction::WTinyLfu
 //     (readers' hits go through per-thread buffers). A policy with
 //     eviction needs Options::capacity_bytes.
+//
+// The ready policies and their names (store.hpp declares the aliases):
+//
+//   Store        = OffHeapStore<StorePolicy>        WriterLock, no eviction:
+//                                                   a database
+//   OffHeapStore<SingleWriterPolicy>                NullLock: one writer
+//                                                   thread at a time; it calls
+//                                                   maintain() when the store
+//                                                   has maintenance work
+//                                                   (Options::background_maintenance)
+//   Cache        = OffHeapStore<CachePolicy>        S3-FIFO
+//   LruCache     = OffHeapStore<LruCachePolicy>     LRU
+//   TinyLfuCache = OffHeapStore<TinyLfuCachePolicy> W-TinyLFU
+//
+// Thread safety: a policy is a set of types and constants, read at compile
+// time; the writer lock it names serializes a shard's writers, and readers
+// take no lock whatever the policy. A policy's id is stored in a
+// file-backed store's meta file and checked at every reopen: a store of
+// another policy is refused (Errc::invalid_argument), except that ids 1
+// and 2 (StorePolicy, SingleWriterPolicy: the same records) open each
+// other's files.
+//
+// Caches. Options::capacity_bytes counts what Stats::live_bytes counts and
+// is split evenly among the shards. A maintenance thread (or maintain(),
+// with background_maintenance = false) evicts down to it, 256 records per
+// shard at a time, back to back while a backlog remains, 1 ms after a
+// round that found work, backing off to a round every 16 ms while it finds
+// none (an idle cache wakes about 60 times a second; for LRU and W-TinyLFU
+// a reader that found its hit ring full counts as work, so a cache that is
+// being read keeps its 1 ms rounds; no sleep runs past the next periodic
+// sync). Stats shows maintenance_rounds, maintenance_lag_seconds,
+// maintenance_backlog_bytes and removals_pending. A writer that finds its
+// shard past the share plus a slack of 1/16 (at least 4 KiB) evicts from
+// its own shard first, only as much as its record needs, so live bytes
+// never pass capacity_bytes * 17/16 (+ 4 KiB per shard). A record larger
+// than a shard's share plus the slack is refused (Errc::value_too_large);
+// one that fits only in the slack is stored and evicted again at the next
+// round.
+//
+// How a reader's hit reaches the policy. S3-FIFO: the reader raises the
+// record's 2-bit frequency, kept in the low bits of its index slot, with
+// one compare-and-swap only while it is below 3, so a hot record's reads
+// write nothing and every hit counts. LRU and W-TinyLFU need hits in order:
+// a reader puts each hit in a ring of its own per shard (32 entries, mapped
+// memory) that the maintenance thread drains every round, as does a writer
+// about to evict. With a maintenance thread a reader never drains: a hit
+// that finds its ring full is dropped (the record keeps its place) and
+// counted (Stats::policy_hits_dropped, beside policy_hits_applied), so the
+// policy's work stays off the read path. Under a read-heavy load these two
+// policies see a sample of the hits (the first 32 per thread and shard
+// after each round), and LRU drifts toward FIFO as the sample shrinks;
+// W-TinyLFU loses far less (its sketch still counts what it is given).
+// Without a maintenance thread a reader whose ring is full drains the
+// shard's rings itself if the lock is free at once (try_lock), else drops
+// the hit; readers never wait. Pick S3-FIFO (the default) where the hit
+// ratio under heavy reads matters most (bench/README.md has the figures).
+//
+// Warm reopen. A file-backed cache reopens warm, after a clean close or a
+// crash: its policy is rebuilt from the records, oldest first, with the
+// frequencies its saved index (clean) or the records' headers (crash)
+// kept. The rebuild reads every record, so a cache's clean open is
+// O(records), unlike a store's.
 #pragma once
 
 #include <offheap/detail/index/hash.hpp>

@@ -1,6 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 // The removal listener (Options::on_removal): told of every record that
 // leaves a store, with its key, its value and why it left.
+//
+// Memory: the key and value handed to the listener point into the removed
+// record itself, in the store's mapped memory, and are valid only during
+// the call: copy what you keep. The record is kept whole (retired, not
+// freed) until its report, so a listener that falls behind holds memory
+// outside a cache's capacity (Stats::retired_record_bytes,
+// removals_pending); while a listener is set, updates write a new record
+// instead of rewriting one in place, and a file-backed store writes a
+// small dead marker with each removal (so that a crash never brings back a
+// record that waited for its report; no counter shows those markers).
+// Removals waiting at a crash are not reported after the reopen (at most
+// once); a clean close() (or the destructor) reports everything first,
+// and the listener's writes fail meanwhile (Errc::closed, counted in
+// Stats::listener_errors). clear() reports nothing
+// (Stats::removals_unreported counts the reports it dropped).
+//
+// Thread safety: see RemovalListener below (which thread calls it, and
+// when calls may run at once).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +29,7 @@ namespace offheap {
 
 /// Why a record left the store.
 enum class RemovalCause : std::uint8_t {
-  explicit_remove = 1,  ///< remove() or remove_if() took it
+  explicit_remove = 1,  ///< remove() (either form), remove_all(), or compute() or one of its kin returning nullopt
   replaced = 2,         ///< a write gave its key a new value (put, replace, ...)
   evicted = 3,          ///< a cache's policy chose it to hold the capacity
   expired = 4,          ///< its deadline passed (Ttl, Options::default_ttl)

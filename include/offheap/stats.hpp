@@ -1,5 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // What a store reports about itself (OffHeapStore::stats()).
+//
+// Thread safety: stats() may be called from any thread beside readers and
+// writers (not from inside a compute() function of the same store, where
+// it throws Errc::invalid_argument). It takes each shard's writer lock briefly, one shard at
+// a time, so the figures of different shards are of slightly different
+// moments. Memory: Stats is a copy, with its own strings and vectors (it
+// allocates: keep it off hot paths). gets, hits and misses are counted only
+// with Options::record_stats.
 #pragma once
 
 #include <cstdint>

@@ -33,6 +33,76 @@
 // shard on the Policy's lock; writers to different shards never wait for
 // each other. With NullLock the program must
 // keep writers of a store to one thread at a time.
+// A reader that loses 256 races in a row to writers of its record reads it
+// once under the shard's writer lock, so even a key under continuous
+// rewrite is read in bounded time (with NullLock there is no lock to take:
+// such a reader keeps yielding). An index table replaced by growth or
+// clear() is never unmapped while the store lives: its pages go back to the
+// OS (a reader still inside reads zeros, or a later table's slots, and
+// concludes nothing from them) and its address range is kept for the next
+// table of its size; only while a for_each walk is in progress do replaced
+// tables keep their contents, since the walk goes on through them.
+//
+// Memory handed out, and how long it stays valid (as lmdb.h says for
+// mdb_get):
+//   get(key, out), get(key), get_value, get_as, get_all,
+//   put_if_absent(key, value, existing)
+//                   copies into the caller's objects: the caller's to keep.
+//   read(key, fn)   fn's string_view points at the value in the store's
+//                   mapped memory, valid only during that call of fn. A
+//                   call whose result read() throws away may have seen
+//                   torn bytes (bound every offset by its size()).
+//   view(key)       a RecordView, usable while the store object lives; the
+//                   string_view its read(fn) / try_read(fn) hands to fn is
+//                   valid only during that call (view.hpp).
+//   for_each, for_each_key, scan, scan_keys
+//                   fn's string_views point into copies in buffers of the
+//                   call (or the thread), valid only during that call of fn.
+//   compute and its kin
+//                   the old value's string_view points at the record in
+//                   place, valid during the call; a result that views it is
+//                   copied into the new record before the lock goes.
+//   put(key, size, fill), put_if_absent(key, size, fill)
+//                   fill's span is the new record's value bytes, valid only
+//                   during the call; fill must write every byte.
+//   put_as / get_as a codec's encode() writes into a span of the new record,
+//                   valid during the call; decode() reads a span over a
+//                   whole, checked copy, valid during the call (codec.hpp).
+//   Options::on_removal
+//                   the listener's key and value point into the removed
+//                   record, valid during the call (removal.hpp).
+//   stats(), verify(), name(), options()
+//                   values (name() and options() refer to the store's own
+//                   copies: valid while the store object lives).
+//
+// Heap-free hot path: after a thread's first call, get(key, out), read,
+// contains, view + RecordView::read, put, put_if_absent, replace, remove,
+// put_value and get_value (with TTLs too, and the timing wheel's expiries)
+// perform zero heap allocations, and the process heap does not grow with
+// the number of records (tests/alloc/alloc_test.cpp counts malloc and
+// operator new and checks mallinfo2). Allocating on purpose: get(key)
+// returning std::optional<std::string>, view() of a key over 64 bytes (the
+// view keeps a copy of its key), stats(), and for_each (two reusable
+// buffers per call); get_all, put_all, remove_all and scan allocate nothing
+// once the caller's buffers, and the thread's copy buffers, are large
+// enough.
+//
+// What ThreadSanitizer does not check: the inside of read(key, fn) and
+// RecordView::read(fn) callbacks. They run on the record's bytes in place
+// and race with writers by design (the seqlock: the stamps, checked after
+// the callback, decide whether what it read counts), so the library wraps
+// each callback in TSan's AnnotateIgnoreReadsBegin/End. The runtime then
+// ignores every plain memory access the callback makes, and those of
+// everything it calls: reads of the record, but also reads and writes of
+// the program's own memory. A data race inside a read callback is therefore
+// not reported; atomics and locks used inside it still order what comes
+// after. The same goes for the writer side's callbacks that fill a new
+// record in place (put(key, size, fill), put_if_absent(key, size, fill),
+// the gather put, and codecs' encode under put_as): a reader still holding
+// the slot's old location may load those words while they are written, and
+// the stamps decide. Everything else is checked: lookups, stamp checks, the
+// copies made by get, get_value, get_as, for_each and scan, writers,
+// reclamation, and the caller's code around the callbacks.
 #pragma once
 
 #include <offheap/detail/memory/thread_slots.hpp>

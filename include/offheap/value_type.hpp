@@ -38,6 +38,9 @@
 // (sizeof equals the sum of the members' sizes), and no long double member.
 // A struct with padding gets explicit members in its place instead, which
 // the program sets (to zero), or is stored field by field.
+//
+// Thread safety and memory: compile-time tags and traits only; get_value<T>
+// returns a copy of the T.
 #pragma once
 
 #include <bit>

@@ -10,6 +10,8 @@
 // library misread an older file, bumps kFormatVersion; a store refuses to
 // open a file whose format version differs from its own
 // (Errc::format_version). Changes that do not touch bytes on disk never bump it.
+//
+// Thread safety and memory: constants only.
 #pragma once
 
 #include <cstdint>

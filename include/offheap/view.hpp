@@ -17,6 +17,14 @@
 // string_view handed to read()'s callback is valid only during that call;
 // copy what you need to keep. A view itself never goes bad in a way that
 // returns wrong bytes: at worst, read throws StaleView.
+//
+// Thread safety: a view may be used from any thread, and several threads
+// may read through one view at once (its calls are const and lock-free, as
+// the store's reads); refresh() returns a new view. try_read(fn) returns
+// std::optional of fn's result (bool for a void fn), empty when the view
+// went stale, for code that does not throw on ordinary races. A view of a
+// record that compaction moved turns stale (ViewStatus::updated; refresh()
+// views the same value).
 #pragma once
 
 #include <offheap/detail/index/location.hpp>

@@ -63,6 +63,34 @@
 // use the collection (as a Store's destructor); reads and writes after it
 // get Errc::closed. A document is a value of the documents
 // store: at most what its chunks hold (Options::max_chunk_bytes).
+//
+// Memory handed out: get() and the find() overload that returns a vector
+// give copies. Every visitor (read, for_each, find, find_range,
+// find_prefix) gets a DocumentView of a copy of the document in a buffer
+// of the call or of the calling thread (no allocation once warm: read()),
+// valid only during that
+// call, as are the ValueViews and string_views it hands out: copy what
+// you keep (DocumentView::to_document()). Queries gather their hits in
+// batches (a hash index: one lookup of the value's bucket, then one per
+// match; an ordered index: up to 64 entries at a time), so no lock is held
+// while a visitor runs, and a visitor may query the collection again.
+//
+// Costs and damage. Ordered-index leaves are freed when empty but not
+// merged; removing an id from a hash bucket searches its pages, so
+// updates of a field whose value most documents share cost in proportion.
+// The stores' options apply to both stores; write the documents store only
+// through the collection. A record that is no document (damage) is
+// reported by get, read and for_each, indexed by nothing, and dropped by
+// remove. One whose bytes fail their checksum: get, read and queries that
+// reach it throw Errc::corrupt_file, for_each passes over it (verify()
+// reports the count that differs), remove drops it, update and modify drop
+// it and throw Errc::corrupt_file. Damage in an index (a leaf chain that
+// loops, a page count that lies, a collection record naming two indexes
+// alike) is Errc::corrupt_file, never a hang; rebuild_indexes() rebuilds
+// all. A document id past kMaxId in the files is reported by verify() and
+// does not use up the ids. tests/document/collection_crash_test.cpp kills
+// a writer at random and checks every document, verify() and queries of
+// every kind after each reopen.
 #pragma once
 
 #include <offheap/document/detail/collection_queries.hpp>

@@ -18,6 +18,9 @@
 // O(1). parse() allocates one array only for a document of more than 64
 // fields (to find duplicate names); it returns nullopt if that allocation
 // fails.
+//
+// Thread safety: a view is read-only: any number of threads may read one
+// at once, as long as its bytes stay unchanged.
 #pragma once
 
 #include <offheap/document/document.hpp>

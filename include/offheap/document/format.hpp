@@ -70,6 +70,9 @@
 // bytes, each list element 1), so it is safe on any bytes, damaged or torn.
 // Duplicate names are found by sorting the names: in an array on the stack
 // for up to 64 fields, in a heap vector beyond (the only allocation).
+//
+// Thread safety: the encoder and the validator are pure functions of their
+// input; they keep no state and may run on any number of threads.
 #pragma once
 
 #include <offheap/document/text.hpp>

@@ -32,6 +32,9 @@
 // payloads) and are not stable across format changes of this header any
 // more than the encoding is: an index built with them is rebuilt when it
 // changes.
+//
+// Thread safety: pure functions; a key is returned (or appended) as bytes
+// the caller owns.
 #pragma once
 
 #include <offheap/detail/memory/big_endian.hpp>

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What a Collection's queries take (collection.hpp): document ids, the
 // kinds of secondary index, and ranges over an ordered index.
+//
+// Thread safety and memory: plain values.
 #pragma once
 
 #include <offheap/document/value.hpp>

@@ -20,6 +20,9 @@
 //   bytes               b"..." with two lowercase hex digits per byte
 //   list                [a, b, c]
 // Field names are quoted like strings.
+//
+// Thread safety and memory: to_text() returns a new std::string; it reads
+// the value or view it is given and keeps nothing.
 #pragma once
 
 #include <offheap/document/value.hpp>

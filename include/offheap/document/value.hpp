@@ -28,6 +28,11 @@
 // compare). Lists nest without limit in memory, but only 32 deep can be
 // encoded (format.hpp), and comparing or destroying a list recurses once
 // per level.
+//
+// Thread safety: as a standard container: concurrent const calls are safe;
+// a call that modifies needs exclusive access. Memory: the references a
+// Value's accessors return (as_string(), the list's elements, ...) are
+// into the Value, valid until it is modified or destroyed.
 #pragma once
 
 #include <offheap/error.hpp>

@@ -18,6 +18,8 @@
 // Cost: scalar accessors are O(1). Stepping a ListView iterator passes
 // over the element's bytes, so walking a list is linear in its bytes, and
 // walking nested lists costs up to once per level (at most 32).
+//
+// Thread safety: read-only, as DocumentView.
 #pragma once
 
 #include <offheap/document/format.hpp>

@@ -7,6 +7,16 @@
 // into hit(); a hit dropped by a full buffer leaves the record where it
 // was. In reference mode every hit is applied, which makes it exactly LRU.
 // A replaced record keeps its node and moves to the head (a write is a use).
+//
+// Warm restarts: the list is rebuilt at open in the order the records were
+// written, not the order they were last read, so hot records written long
+// ago start at the cold end and some are evicted before their next hit:
+// LRU comes back the least warm of the three policies (bench/README.md).
+// Under heavy reads the buffers drop hits (Stats::policy_hits_dropped),
+// and LRU drifts toward FIFO as the share applied falls.
+//
+// Thread safety: every call runs under the shard's writer lock; readers
+// only append to their own hit buffers. Nothing here hands out memory.
 #pragma once
 
 #include <offheap/detail/cache/node_list.hpp>

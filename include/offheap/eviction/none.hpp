@@ -2,6 +2,8 @@
 // NoEviction: the policy of a store (StorePolicy), which keeps every record
 // until it is removed. Every call does nothing; a store built with it has
 // no capacity, and readers record no hits.
+//
+// Thread safety: stateless. Nothing here hands out memory.
 #pragma once
 
 #include <offheap/eviction/policy.hpp>

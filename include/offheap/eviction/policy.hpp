@@ -29,6 +29,11 @@
 //   buffered: the reader puts the handle in a lossy per-thread buffer that
 //     the maintenance thread drains into hit() (a full buffer drops hits).
 //   none: hits are not recorded.
+//
+// Thread safety: a policy object belongs to one shard and is called only
+// under that shard's writer lock (or from one thread in reference mode);
+// it needs no synchronization of its own. Memory: a policy hands out
+// Handles (values), never pointers into its structures.
 #pragma once
 
 #include <concepts>

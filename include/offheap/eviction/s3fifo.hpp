@@ -19,6 +19,18 @@
 // pass when a queue holds twice as many entries as live records, so that
 // the work stays proportional to the writes that made the entries. A
 // replacement keeps its record's queue and frequency.
+//
+// Warm restarts: a file-backed cache rebuilds its queues at open from the
+// records, oldest first, with each record's frequency from its saved index
+// slot (clean close) or from the copy in the record's header (crash).
+// Readers' hits raise only the slot's copy (the header's is written when
+// the policy itself sets the bits), so after a crash the cache comes back
+// a little less warm than after a close (bench/README.md, warm restarts).
+//
+// Thread safety: every call runs under the shard's writer lock (the host
+// calls it); readers touch only the frequency bits in the index slot, with
+// one compare-and-swap. Nothing here hands out memory: queues hold
+// locations and stamps, never pointers a caller could keep.
 #pragma once
 
 #include <offheap/detail/cache/ghost_set.hpp>

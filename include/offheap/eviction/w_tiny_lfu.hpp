@@ -56,6 +56,9 @@
 // Records carry no policy bits: a record's list is its node's. Reader hits
 // are buffered (ReaderHits::buffered) and drained into hit(); a dropped hit
 // is neither counted nor applied.
+//
+// Thread safety: every call runs under the shard's writer lock; readers
+// only append to their own hit buffers. Nothing here hands out memory.
 #pragma once
 
 #include <offheap/detail/cache/count_min.hpp>

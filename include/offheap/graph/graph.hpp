@@ -67,6 +67,27 @@
 // its last sync(). After a power loss (not a process crash) without a sync,
 // records written late may be lost in any order, which the write order
 // above does not cover: sync() at the points that matter.
+//
+// Memory handed out: nothing of the store's. node() and edge() return
+// copies (a Document, an Edge); for_each_edge's function and the
+// traversals' visitors get ids and kinds by value; shortest_path returns a
+// Path the caller owns. The traversals' bookkeeping (visited sets, queues,
+// Dijkstra's heap) is the only heap they use, freed when they return
+// (traversal.hpp).
+//
+// Costs and limits: the repair of an unclean graph is a full walk, 5-13 us
+// per edge (measured on a shared 2-core machine). Traversals read the store
+// at random (a node's directory and pages, the neighbour, and for weights
+// each edge's record): on 1M nodes and 10M edges a whole BFS took 1.9 s
+// and a Dijkstra 2.6 s, against 0.2 s and 0.4 s over in-process vectors,
+// with the graph's heap flat (bench/README.md). Options::default_ttl is
+// refused; write the graph's store only through the graph. Damage the
+// store cannot see (records overwritten through store()) is found by
+// verify(), not at open; a write that meets it (a node id already in use,
+// a malformed node record) is refused with Errc::corrupt_file and marks
+// the graph for repair at its next open. tests/graph/graph_crash_test.cpp
+// kills a writer (and repairing opens) at random and checks the history,
+// verify() and traversals.
 #pragma once
 
 #include <offheap/document.hpp>

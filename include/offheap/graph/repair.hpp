@@ -35,6 +35,10 @@
 // (directory ranges ascending, pages of 1-256 entries ascending inside
 // their range, named pages present, no foreign keys) and compares the
 // counts, stopping at the first violation.
+//
+// Thread safety: the repair runs inside Graph's constructor, before any
+// other call can; verify() takes no lock and must run without writers
+// (Graph::verify).
 #pragma once
 
 #include <offheap/graph/graph.hpp>

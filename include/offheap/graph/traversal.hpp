@@ -31,6 +31,9 @@
 // fewest-edge search and Dijkstra check when they take a node from their
 // queue (the read of its directory answers), DFS when it finds it (one
 // lookup); a node already reached is not looked up again.
+//
+// Thread safety: lock-free readers beside the graph's one writer; each call
+// owns its bookkeeping. Visitors get ids by value.
 #pragma once
 
 #include <offheap/graph/graph.hpp>

@@ -2,6 +2,8 @@
 // The graph's public value types: ids, directions, an edge as read back, a
 // path as found, and the limits of a traversal. Plain values: nothing here
 // touches a store (graph.hpp does).
+//
+// Thread safety and memory: plain values the caller owns.
 #pragma once
 
 #include <offheap/document.hpp>

@@ -25,6 +25,10 @@
 // graph's reads step over and repair.hpp removes): a page is written before
 // the directory that names it, and dropped after the directory that no
 // longer does; the leftovers are pages no directory names.
+//
+// Thread safety: AdjacencyReader is one reader's (its buffers are its
+// own); AdjacencyWriter runs under the graph's writer mutex. Entries are
+// handed out by value, read from the reader's copy of a page.
 #pragma once
 
 #include <offheap/error.hpp>

@@ -7,6 +7,8 @@
 //
 // Id 0 marks an empty slot: no node or edge has it (types.hpp). The tables
 // grow at 70% load, doubling; they never shrink (they live for one call).
+//
+// Thread safety: one traversal's own; not shared between threads.
 #pragma once
 
 #include <offheap/detail/index/hash.hpp>

@@ -53,6 +53,8 @@
 // number. A reader holding an old directory therefore either finds the page
 // it names (with entries in that page's id range) or finds it gone, never
 // another page's entries under its number.
+//
+// Thread safety: pure functions over bytes the caller owns.
 #pragma once
 
 #include <offheap/detail/memory/big_endian.hpp>

@@ -24,6 +24,12 @@
 // Memory: nodes of 32 bytes in a mapped array (freed nodes reused first),
 // heap entries of 24 bytes in another; the slot heads and maps (about 1.6
 // KiB) live in the object. Nothing on the heap grows with the entries.
+//
+// Expiring costs 3-5 times a removal by key (893 against 187 ns per entry
+// at 1M entries, 1,108 against 297 at 10M): the wheel visits entries in
+// deadline order, which is random in memory (the node, the record, the
+// key's index slot, each a cache miss), and an entry is moved down a level
+// or two before it expires.
 #pragma once
 
 #include <offheap/detail/memory/mapped_array.hpp>

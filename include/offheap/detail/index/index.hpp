@@ -69,6 +69,11 @@
 // one even if its range was reused). A removal stores none in its slot's
 // location before its record is freed, so a slot whose key went away never
 // leads to a record again.
+//
+// Load limit 7/8: a key displaced to the next group costs a branch
+// misprediction (0.25 per W1 get, against absl's 0.02). A 3/4 limit cut
+// them to 0.03 per get with no measurable change in speed, so the limit
+// stayed at 7/8, which keeps less memory.
 #pragma once
 
 #include <offheap/detail/memory/atomic_word.hpp>

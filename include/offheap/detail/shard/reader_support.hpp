@@ -2,6 +2,12 @@
 // What a shard's readers use beside the record and the index: the backoff
 // with which a reader waits out a writer, and the test-only hooks that
 // stop a reader at the moments tests/hooks/ aim at.
+//
+// A reader that loses Backoff::kPatience (256) races in a row to writers
+// of its record reads it once under the shard's writer lock, so even a key
+// under continuous rewrite is read in bounded time; with NullLock
+// (SingleWriterPolicy) there is no lock to take, and the reader keeps
+// yielding. (Also stated at the top of store.hpp.)
 #pragma once
 
 #include <chrono>

@@ -2,7 +2,7 @@
 // A cache at Options::memory_limit_bytes whose evictions free their space
 // only once the removal listener has heard of them, reported by the
 // maintenance thread: a writer that the limit refuses waits for those
-// reports while they go on (OffHeapStore::free_waiting_removals), however
+// reports while they go on (Upkeep::free_waiting_removals, detail/store/upkeep.hpp), however
 // slow one listener call is, and gives up, with a clear error, only on a
 // listener that stalls (5 s without a report) — never a deadlock.
 #include <offheap/offheap.hpp>

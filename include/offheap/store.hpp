@@ -105,20 +105,12 @@
 // reclamation, and the caller's code around the callbacks.
 #pragma once
 
-#include <offheap/detail/memory/thread_slots.hpp>
 #include <offheap/codec.hpp>
 #include <offheap/compute.hpp>
 #include <offheap/cursor.hpp>
-#include <offheap/detail/store/checked_options.hpp>
-#include <offheap/detail/index/hash.hpp>
-#include <offheap/detail/store/maintenance.hpp>
-#include <offheap/detail/store/memory_floor.hpp>
-#include <offheap/detail/memory/os.hpp>
-#include <offheap/detail/journal/record.hpp>
-#include <offheap/detail/shard/shard.hpp>
-#include <offheap/detail/shard/shard_set.hpp>
-#include <offheap/detail/files/store_files.hpp>
-#include <offheap/detail/memory/thread_slots.hpp>
+#include <offheap/detail/store/engine.hpp>
+#include <offheap/detail/store/lifecycle.hpp>
+#include <offheap/detail/store/upkeep.hpp>
 #include <offheap/error.hpp>
 #include <offheap/expiry.hpp>
 #include <offheap/options.hpp>
@@ -179,30 +171,17 @@ class OffHeapStore {
   /// elsewhere; Error(format_version) for a store of another on-disk
   /// format; Error(corrupt_file) for damage that recovery cannot step over;
   /// Error(io_error), Error(out_of_space) when the OS refuses.
-  explicit OffHeapStore(Options options = {})
-      : options_(detail::checked_options<Shard::kEvicts, Shard::kLocks>(std::move(options))),
-        store_name_(options_.name, options_.memory_limit_bytes),
-        files_(open_files(options_)),
-        hash_(options_.hash_seed ? *options_.hash_seed : detail::random_u64()),
-        counters_(store_name_),
-        shards_(floor_checked_shards(), detail::shard_config(options_, files_.get()), store_name_, hash_,
-                walks_) {
-    if constexpr (Shard::kEvicts) {
-      // Each shard holds its share; writers pass it by at most the slack
-      // (1/16 of the share, at least 4 KiB) before they evict themselves.
-      const std::uint64_t share = options_.capacity_bytes / shards_.size();
-      for (Shard& s : shards_) s.set_capacity(share, std::max<std::uint64_t>(share / 16, 4096));
-    }
-    if (files_) open_shards();
-    const bool writable = !files_ || !files_->read_only;
+  explicit OffHeapStore(Options options = {}) : e_(std::move(options)), upkeep_(e_), life_(e_, upkeep_) {
+    if (e_.files_) life_.open();
+    const bool writable = !e_.files_ || !e_.files_->read_only;
     // Every store with a writer lock gets a thread (it sleeps until the
     // next deadline or sync); without one, only what options ask for, which
     // checked_options refused with background_maintenance.
-    if (writable && options_.background_maintenance &&
-        (Shard::kLocks || Shard::kEvicts || options_.on_removal ||
-         (files_ && options_.durability == Durability::periodic))) {
-      for (Shard& s : shards_) s.leave_drains_to_maintenance();
-      start_maintenance();
+    if (writable && e_.options_.background_maintenance &&
+        (Shard::kLocks || Shard::kEvicts || e_.options_.on_removal ||
+         (e_.files_ && e_.options_.durability == Durability::periodic))) {
+      for (Shard& s : e_.shards_) s.leave_drains_to_maintenance();
+      upkeep_.start();
     }
   }
 
@@ -231,13 +210,10 @@ class OffHeapStore {
   /// store is then left unclean and the next open rebuilds it, losing
   /// nothing.
   /// Requires: no other thread is writing to the store.
-  void close();
+  void close() { life_.close(); }
 
   /// Returns: whether close() has been called (writes get Errc::closed).
-  bool closed() const noexcept {
-    return files_ ? files_->closed.load(std::memory_order_relaxed)
-                  : closed_.load(std::memory_order_relaxed);
-  }
+  bool closed() const noexcept { return e_.closed(); }
 
   /// Effects (file-backed stores): a durability point: every record written
   /// before the call is on disk when it returns (msync of the chunks written
@@ -245,13 +221,7 @@ class OffHeapStore {
   /// for anonymous or read-only stores.
   /// Throws: Error(io_error) if the OS reports a failed write-back; the
   /// store then refuses further writes (a retried sync can falsely succeed).
-  void sync();
-
- private:
-  /// sync()'s work; the maintenance thread calls it directly (close() joins
-  /// that thread while it holds close_mutex_). False, having done nothing,
-  /// once close() has begun.
-  bool sync_shards();
+  void sync() { life_.sync(); }
 
  public:
   OffHeapStore(const OffHeapStore&) = delete;
@@ -309,7 +279,7 @@ class OffHeapStore {
   /// Computed::updated (it held a value, now replaced).
   Computed put(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
-    check(key, value.size());
+    e_.check(key, value.size());
     return write(key, value, type_tag::bytes, Shard::Mode::upsert, {}, ttl);
   }
 
@@ -339,7 +309,7 @@ class OffHeapStore {
   /// Returns: true if it stored. Throws: as put().
   bool put_if_absent(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
-    check(key, value.size());
+    e_.check(key, value.size());
     return write(key, value, type_tag::bytes, Shard::Mode::insert, {}, ttl) == Computed::inserted;
   }
 
@@ -353,7 +323,7 @@ class OffHeapStore {
   /// Returns: true if it replaced. Throws: as put().
   bool replace(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
-    check(key, value.size());
+    e_.check(key, value.size());
     return write(key, value, type_tag::bytes, Shard::Mode::replace, {}, ttl) != Computed::unchanged;
   }
 
@@ -363,7 +333,7 @@ class OffHeapStore {
   /// Returns: true if it replaced. Throws: as put().
   bool replace(std::string_view key, std::string_view expected, std::string_view desired, Ttl ttl = {}) {
     check_writable();
-    check(key, desired.size());
+    e_.check(key, desired.size());
     return write(key, desired, type_tag::bytes, Shard::Mode::replace_if, expected, ttl) != Computed::unchanged;
   }
 
@@ -372,11 +342,11 @@ class OffHeapStore {
   /// false). Throws: Error(key_too_large).
   bool remove(std::string_view key) {
     check_writable();
-    check_key(key);
-    const std::uint64_t h = hash_(key);
-    Shard& s = shards_.for_hash(h);
-    const bool removed = at_limit(s, [&] { return s.erase(key, h, nullptr); });
-    nudge(s);
+    e_.check_key(key);
+    const std::uint64_t h = e_.hash_(key);
+    Shard& s = e_.shards_.for_hash(h);
+    const bool removed = upkeep_.at_limit(s, [&] { return s.erase(key, h, nullptr); });
+    upkeep_.nudge(s);
     return removed;
   }
 
@@ -384,11 +354,11 @@ class OffHeapStore {
   /// Returns: true if it removed. Throws: Error(key_too_large).
   bool remove(std::string_view key, std::string_view expected) {
     check_writable();
-    check_key(key);
-    const std::uint64_t h = hash_(key);
-    Shard& s = shards_.for_hash(h);
-    const bool removed = at_limit(s, [&] { return s.erase(key, h, &expected); });
-    nudge(s);
+    e_.check_key(key);
+    const std::uint64_t h = e_.hash_(key);
+    Shard& s = e_.shards_.for_hash(h);
+    const bool removed = upkeep_.at_limit(s, [&] { return s.erase(key, h, &expected); });
+    upkeep_.nudge(s);
     return removed;
   }
 
@@ -406,7 +376,7 @@ class OffHeapStore {
     detail::value_bytes(value, bytes);
     const std::string_view v(reinterpret_cast<const char*>(bytes), sizeof(T));
     check_writable();
-    check(key, v.size());
+    e_.check(key, v.size());
     return write(key, v, tag, Shard::Mode::upsert, {}, ttl);
   }
 
@@ -494,9 +464,9 @@ class OffHeapStore {
   /// size, and their space is reused).
   /// Throws: Error(read_only) for a read-only store, Error(closed) after close().
   void clear() {
-    if (detail::t_in_removal_listener == this) [[unlikely]] throw_in_listener("clear()");
+    if (detail::t_in_removal_listener == e_.id()) [[unlikely]] e_.throw_in_listener("clear()");
     check_writable();
-    for (Shard& s : shards_) s.clear();
+    for (Shard& s : e_.shards_) s.clear();
   }
 
   /// Effects: one maintenance round on this thread: removes the records
@@ -508,7 +478,10 @@ class OffHeapStore {
   /// down to their capacity; with Options::on_removal and no background
   /// maintenance, calls the listener for every removal waiting.
   /// Throws: as sync().
-  void maintain();
+  void maintain() {
+    e_.check_not_reentered("maintain()", false);
+    if (upkeep_.maintain()) sync();
+  }
 
   // ---- the same writes for code that does not throw -------------------------
   // Each does what its throwing form does; where that throws, it changes
@@ -535,7 +508,7 @@ class OffHeapStore {
 
   /// Returns: whether key is present. Thread safety: lock-free.
   bool contains(std::string_view key) const {
-    return find(key, true, [](detail::Location, const std::byte*, const detail::record::Meta&,
+    return e_.find(key, true, [](detail::Location, const std::byte*, const detail::record::Meta&,
                               std::uint64_t) { return true; });
   }
 
@@ -551,7 +524,7 @@ class OffHeapStore {
   /// allocation when it is large enough). out is unspecified on a miss.
   /// Returns: whether key was present. Thread safety: lock-free.
   [[gnu::always_inline]] bool get(std::string_view key, std::string& out) const {
-    return find(key, true, [&](detail::Location, const std::byte* rec,
+    return e_.find(key, true, [&](detail::Location, const std::byte* rec,
                                const detail::record::Meta& m, std::uint64_t stamp) {
       out.resize(m.value_len);
       detail::record::copy_out(out.data(), rec, m.key_len, m.value_len);
@@ -606,7 +579,7 @@ class OffHeapStore {
   /// Returns: the number of live records. Thread safety: lock-free.
   std::uint64_t size() const noexcept {
     std::uint64_t n = 0;
-    for (const Shard& s : shards_) n += s.size();
+    for (const Shard& s : e_.shards_) n += s.size();
     return n;
   }
   bool empty() const noexcept { return size() == 0; }
@@ -664,7 +637,13 @@ class OffHeapStore {
   std::size_t scan_keys(Cursor& cursor, std::size_t max_records, F&& fn) const;
 
   /// Returns: counters, contents, memory and index figures (stats.hpp).
-  Stats stats() const;
+  Stats stats() const {
+    e_.check_not_reentered("stats()", false);
+    Stats s = e_.stats();
+    upkeep_.add_stats(s);
+    life_.add_stats(s);
+    return s;
+  }
 
   /// Effects: checks the store's internal invariants record by record (for
   /// tests and debugging; O(journal), blocks writers meanwhile): records,
@@ -673,9 +652,9 @@ class OffHeapStore {
   /// listener (it would wait for the listener's own batch).
   /// Returns: "" if they hold, else a description of the first violation.
   std::string verify() const {
-    if (detail::t_in_compute == this) [[unlikely]] throw_in_compute("verify()");
-    if (detail::t_in_removal_listener == this) [[unlikely]] throw_in_listener("verify()");
-    for (const Shard& s : shards_) {
+    if (detail::t_in_compute == e_.id()) [[unlikely]] e_.throw_in_compute("verify()");
+    if (detail::t_in_removal_listener == e_.id()) [[unlikely]] e_.throw_in_listener("verify()");
+    for (const Shard& s : e_.shards_) {
       std::string problem = s.verify();
       if (!problem.empty()) return problem;
     }
@@ -683,113 +662,26 @@ class OffHeapStore {
   }
 
   /// The store's name, as used in error messages.
-  const std::string& name() const noexcept { return options_.name; }
-  const Options& options() const noexcept { return options_; }
+  const std::string& name() const noexcept { return e_.options_.name; }
+  const Options& options() const noexcept { return e_.options_; }
 
  private:
-  using Shard = detail::Shard<P>;
+  using Engine = detail::StoreEngine<P>;
+  using Shard = typename Engine::Shard;
   friend class RecordView<P>;
 
-  // detail/store/scan.hpp
+  /// Writes are refused inside compute(), and by read-only, closed and
+  /// failed stores (detail/store/checks.hpp).
+  [[gnu::always_inline]] void check_writable() const { e_.check_writable(upkeep_.thread()); }
+
+  // Walks (detail/store/scan.hpp).
   template <class F>
   void walk_all(bool values, F& call) const;
   template <class F>
   std::size_t walk_steps(Cursor& cursor, std::size_t max_records, bool values, F& call) const;
 
-  static std::unique_ptr<detail::StoreFiles> open_files(Options& o) {
-    if (o.path.empty()) return nullptr;
-    // A new store's limit is checked before anything is created for it
-    // (an existing one's shard count is its own: checked once read).
-    std::error_code ec;
-    if (!o.read_only && o.memory_limit_bytes != 0 && !std::filesystem::exists(o.path / "meta", ec)) {
-      Options n = o;
-      if (n.shards == 0) n.shards = detail::default_shards();
-      detail::check_memory_floor<typename Shard::Eviction>(n);
-    }
-    return detail::open_store_files(o, P::id, detail::default_shards());
-  }
-  /// The shard count, once the limit is known to hold a record in each
-  /// (Errc::out_of_space naming the least one otherwise): a writable
-  /// store's open refuses a limit under which no write could succeed.
-  std::uint32_t floor_checked_shards() const {
-    if (!options_.read_only) detail::check_memory_floor<typename Shard::Eviction>(options_);
-    return options_.shards;
-  }
-
-
-  // Checks every call makes, and what they throw (detail/store/checks.hpp).
-  void check_key(std::string_view key) const;
-  /// key and value sizes, and the record they make against max_chunk_bytes.
-  void check(std::string_view key, std::size_t value_size) const;
-  /// A record with a deadline holds 8 bytes more than check() sized.
-  void check_deadline_word(std::string_view key, std::size_t value_size, std::uint64_t deadline) const;
-  [[noreturn, gnu::cold, gnu::noinline]] void throw_too_large(std::string_view key, std::size_t value_size,
-                                                               bool deadline = false) const;
-  /// Writes are refused inside compute(), and by read-only, closed and
-  /// failed stores.
-  [[gnu::always_inline]] void check_writable() const;
-  [[noreturn, gnu::cold]] void throw_maintenance_failed() const;
-  [[gnu::cold]] void check_files_writable() const;
-  [[noreturn, gnu::cold]] void throw_closed() const;
-  [[noreturn, gnu::cold]] void throw_sync_failed(int err) const;
-  [[noreturn, gnu::cold]] void throw_in_compute(const char* what) const;
-  [[noreturn, gnu::cold]] void throw_in_listener(const char* what) const;
-  /// Nothing may change the records any more: closed, or opened read-only.
-  bool writes_stopped() const noexcept {
-    return closed() || (files_ && files_->read_only);
-  }
-
-  /// Maps every shard's chunks, then loads each shard's state (clean close)
-  /// or rebuilds it from its records, shards in parallel; then marks the
-  /// store in use (not clean) before any write can happen.
-  void open_shards();
-
-  static std::int64_t now_ns() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-
-  /// Runs fn(shard number) for every shard on up to one thread per core.
-  template <class F>
-  void parallel_for_shards(F&& fn) {
-    detail::parallel_for(shards_.size(), fn);
-  }
-
-  /// The maintenance thread's rounds: evictions down to capacity (caches,
-  /// in batches of 256 records per shard, so that writers wait at most that
-  /// long for a shard's lock), the readers' hits drained into the policy,
-  /// replaced index tables dropped, removals reported (in batches), a sync
-  /// when the interval has passed (Durability::periodic). A backlog while a
-  /// shard still had records to evict or removals to report; work if it
-  /// evicted, reported or synced anything, or if a reader dropped a hit
-  /// on a full ring (the rings want draining). Caches and listeners: a
-  /// round 1 ms after one that found work, backing off to one every 16 ms
-  /// while none is found (an idle cache wakes 60 times a second; one that
-  /// is read keeps its 1 ms rounds, each draining up to 32 hits per reader
-  /// thread and shard). No sleep runs past the next periodic sync.
-  void start_maintenance();
-  void stop_maintenance() noexcept {
-    if (maintenance_) maintenance_->stop();
-  }
-
-  /// Reports every removal waiting now, shard by shard, on this thread
-  /// (maintain(), close(), an anonymous store's destructor): those the
-  /// listener's own writes cause meanwhile wait for the next call.
-  void report_all() {
-    // From inside the listener (maintain() called by it): the batch in
-    // flight holds the shard's report mutex; what waits goes next round.
-    if (!options_.on_removal || detail::t_in_removal_listener == this) return;
-    for (Shard& s : shards_) {
-      for (std::uint64_t left = s.reports_pending(); left != 0;) {
-        const std::uint64_t n = s.report(options_.on_removal, left, this);
-        if (n == 0) break;  // clear() took them
-        left -= n;
-      }
-    }
-  }
   /// compute() and its kin: the key's shard applies decide()'s decision
-  /// (store/compute.hpp).
+  /// (detail/store/compute.hpp).
   template <class Decide>
   Computed compute_with(std::string_view key, Ttl ttl, Decide& decide);
   /// compute_with() for a result of call(const ComputeCurrent&): nullopt
@@ -801,116 +693,19 @@ class OffHeapStore {
   /// `value` if the key is present (or absent), checking its type if present.
   template <class T>
   bool put_typed_if(std::string_view key, const T& value, Ttl ttl, bool present, const char* op);
-  /// put() and put_if_absent() (`mode`) of a value that fill writes in place.
   /// put_all()/remove_all(): keys key_of(0..count-1) in slices of 64, each
   /// slice's run of keys in one shard handed to run(shard, n, done, at)
   /// under at_limit() (at(j): the j-th key's index in the call and hash).
   template <class KeyOf, class Run>
   void by_shard_slices(std::size_t count, KeyOf&& key_of, Run&& run);
+  /// put() and put_if_absent() (`mode`) of a value that fill writes in place.
   template <class Fill>
   Computed write_filled(std::string_view key, std::size_t size, Fill& fill, Ttl ttl, typename Shard::Mode mode,
                         std::uint8_t type = type_tag::bytes);
-
   /// Every write but compute's: `value`, or (with `fill`) fill->size bytes
-  /// that fill writes in place.
+  /// that fill writes in place (detail/store/compute.hpp).
   Computed write(std::string_view key, std::string_view value, std::uint8_t type, typename Shard::Mode mode,
                  std::string_view expected = {}, Ttl ttl = {}, const detail::ValueFill* fill = nullptr);
-
-  /// Runs op() (a write or a removal on `s`). When Options::memory_limit_bytes
-  /// refused it a mapping that removals waiting for the listener or a sync
-  /// (Durability::periodic) hold the room for (a cache's evictions, a
-  /// store's removals and updates), they are freed (free_waiting_removals)
-  /// outside the shard's lock and op() tries again: while each round frees
-  /// something (a cache's evictions free at most what the waiting lists
-  /// hold per round), at most 16 rounds; after a round that freed nothing,
-  /// once more (the maintenance thread may have freed them first), then
-  /// the refusal stands.
-  template <class Op>
-  auto at_limit(Shard& s, Op&& op);
-  /// How long one at_limit() call may still wait for the maintenance
-  /// thread's reports: one budget for all its rounds.
-  struct ReportWait {
-    std::chrono::steady_clock::time_point last{};  // 30 s after the first wait began
-    bool stalled = false;  // a wait ended 5 s without a report: the next ones look once
-    /// The write's first refusal at `now`: its budget starts.
-    void start(std::chrono::steady_clock::time_point now) noexcept {
-      if (last == std::chrono::steady_clock::time_point{}) last = now + std::chrono::seconds(30);
-    }
-    /// A wait begins at `now`: how long it waits for a report.
-    std::chrono::milliseconds begin(std::chrono::steady_clock::time_point now) noexcept {
-      start(now);
-      return stalled ? std::chrono::milliseconds(20) : std::chrono::milliseconds(5000);
-    }
-  };
-  /// For a write the memory limit refused: frees the shard's removals
-  /// that wait for the listener or a sync; how many (store/lifecycle.hpp).
-  std::uint64_t free_waiting_removals(Shard& s, ReportWait& wait);
-  /// Whether removed records wait for the listener or a sync (periodic)
-  /// before their space is free.
-  bool removals_wait() const noexcept {
-    return options_.on_removal || (files_ && options_.durability == Durability::periodic);
-  }
-  /// A maintenance step that the memory limit may refuse (store/lifecycle.hpp).
-  template <class Step>
-  std::uint64_t limited(Step&& step);
-
-  /// After a write to `s`: if the shard now wants a maintenance round
-  /// before the thread's planned wake-up (a deadline, freed pages, stale
-  /// wheel entries), wakes the thread (seq_cst: see the thread's due();
-  /// the thread then plans again).
-  void nudge(const Shard& s) noexcept {
-    if (maintenance_ && s.next_due() < wake_at_.load(std::memory_order_seq_cst)) [[unlikely]] {
-      wake_at_.store(0, std::memory_order_relaxed);  // one wake-up is enough until it plans again
-      maintenance_->wake();
-    }
-  }
-  /// The most bytes of pages a maintenance round hands back per shard.
-  static constexpr std::uint64_t kReleaseSlice = std::uint64_t{64} << 20;
-  /// About the most journal bytes a maintenance round moves per shard when
-  /// it compacts (a chunk is moved whole: one may pass it).
-  static constexpr std::uint64_t kCompactSlice = std::uint64_t{64} << 20;
-
-  /// The store's time: ms since the Unix epoch (Options::clock).
-  std::uint64_t now_ms() const noexcept {
-    return options_.clock != nullptr ? options_.clock->now_ms() : detail::default_now_ms();
-  }
-  /// The deadline a write with `ttl` gets (0: none); reads the clock only
-  /// when there is one.
-  std::uint64_t deadline_for(const Ttl& ttl) const noexcept {
-    if (ttl.is_default() && options_.default_ttl.count() == 0) [[likely]] return 0;
-    return ttl.deadline(now_ms(), static_cast<std::uint64_t>(options_.default_ttl.count()));
-  }
-
-  /// Calls fn on a record's value where it lies, in every build.
-  /// ThreadSanitizer cannot see that the stamps, checked after fn, validate
-  /// what fn read, and would report fn's plain loads racing a writer's
-  /// stores: TSan builds ignore fn's memory accesses (detail/memory/os.hpp; the
-  /// README says what TSan then does not check).
-  template <class F>
-  static decltype(auto) call_in_place(F& fn, const std::byte* rec, const detail::record::Meta& m) {
-    const std::string_view value(detail::record::value_bytes(rec, m.key_len), m.value_len);
-    const detail::TsanIgnoreAccesses seqlock_race;
-    return fn(value);
-  }
-
-  /// Every read: the key's shard, counted as a hit or a miss when `count`
-  /// and Options::record_stats. Writes nothing otherwise.
-  template <class OnHit>
-  [[gnu::always_inline]] bool find(std::string_view key, bool count, OnHit&& on_hit) const {
-    return find(key, key.size() <= kMaxKeyBytes ? hash_(key) : 0, count, on_hit);
-  }
-  /// find() with key's hash already computed (ignored for a key too long).
-  template <class OnHit>
-  [[gnu::always_inline]] bool find(std::string_view key, std::uint64_t h, bool count, OnHit&& on_hit) const {
-    bool hit = false;
-    if (key.size() <= kMaxKeyBytes) [[likely]] {
-      hit = shards_.for_hash(h).lookup(key, h, on_hit);
-    }
-    if (count && options_.record_stats) [[unlikely]] {
-      counters_.count(detail::ThreadNumbers::current(), hit);
-    }
-    return hit;
-  }
 
   /// For RecordView: runs fn on key's value if key's current record is the
   /// one at `loc` stamped `stamp`; says what became of that record.
@@ -918,33 +713,12 @@ class OffHeapStore {
   ViewStatus visit_version(std::string_view key, detail::Location loc, std::uint64_t stamp,
                            F&& fn) const;
 
-  Options options_;
-  // The name and memory budget every part maps through (memory_budget.hpp).
-  detail::StoreName store_name_;
-  std::unique_ptr<detail::StoreFiles> files_;  // null: anonymous memory
-  typename P::Hash hash_;
-  mutable detail::WalkGate walks_;  // for_each walks and scan steps in progress
-  // Tells this store object's cursors from another's (scan).
-  const std::uint64_t instance_ = detail::random_u64() | 1;
-  detail::ReadCounters counters_;
-  using Shards = detail::ShardSet<Shard>;
-  Shards shards_;
-  std::mutex close_mutex_;  // held by close() through its syncs (see sync())
-  // An anonymous store's close() (file-backed stores: files_->closed).
-  // Relaxed: close() requires that no other thread is writing.
-  std::atomic<bool> closed_{false};
-  std::atomic<std::int64_t> last_sync_{0};  // steady clock, ns; sync() may run on two threads
-  // The maintenance thread's planned wake-up (ms, the store's clock): a
-  // write with an earlier deadline wakes it (see write()).
-  std::atomic<std::uint64_t> wake_at_{0};
-  // The memory limit refused a step of the round under way (limited()):
-  // the maintenance thread's only.
-  bool limit_blocked_ = false;
-  bool rebuilt_ = false;
-  std::uint64_t superseded_ = 0;
-  double open_seconds_ = 0;
-  // Last: destroyed (stopped and joined) first, while the shards still exist.
-  std::unique_ptr<detail::MaintenanceThread> maintenance_;
+  // The parts that own the store's state, in the order they are made;
+  // destroyed in reverse (the maintenance thread joined while the shards
+  // still exist).
+  Engine e_;                    // options, files, hash, shards (detail/store/engine.hpp)
+  detail::Upkeep<P> upkeep_;    // maintenance thread, backpressure, syncs (detail/store/upkeep.hpp)
+  detail::Lifecycle<P> life_;   // open, sync, close (detail/store/lifecycle.hpp)
 };
 
 /// A database: no eviction; readers lock-free, writers serialized.
@@ -959,10 +733,8 @@ using TinyLfuCache = OffHeapStore<TinyLfuCachePolicy>;
 }  // namespace offheap
 
 // Defined out of the class (each includes this header).
-#include <offheap/detail/store/lifecycle.hpp>
 #include <offheap/detail/store/compute.hpp>
 #include <offheap/detail/store/batch.hpp>
-#include <offheap/detail/store/checks.hpp>
 #include <offheap/detail/store/reads.hpp>
 #include <offheap/detail/store/nothrow.hpp>
 #include <offheap/detail/store/scan.hpp>

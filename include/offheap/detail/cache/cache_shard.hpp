@@ -377,7 +377,7 @@ bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
   EvictHost host{*this};
   const std::uint64_t before = live_bytes_, evicted = evictions_;
   // Evictions that free only after a report or a sync (the caller's, in
-  // Store::free_waiting_removals()) take 1/16 at once: fewer of those.
+  // Upkeep::free_waiting_removals()) take 1/16 at once: fewer of those.
   const std::uint64_t share = reports_on_ || defer_frees_ ? before / 16 : before / 128;
   const std::uint64_t want = bytes + (share << std::min<std::uint64_t>(round - 1, 4));
   // (A write's own record evicted here is counted in limit_evictions_;

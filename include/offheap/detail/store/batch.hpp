@@ -58,14 +58,14 @@ std::size_t OffHeapStore<P>::get_all(std::span<const std::string_view> keys,
     const std::size_t n = std::min(hash.size(), keys.size() - base);
     for (std::size_t i = 0; i < n; ++i) {
       const std::string_view k = keys[base + i];
-      hash[i] = k.size() <= kMaxKeyBytes ? hash_(k) : 0;
-      shards_.for_hash(hash[i]).prefetch(hash[i]);
+      hash[i] = k.size() <= kMaxKeyBytes ? e_.hash_(k) : 0;
+      e_.shards_.for_hash(hash[i]).prefetch(hash[i]);
     }
     for (std::size_t i = 0; i < n; ++i) {
       std::optional<std::string>& out = values[base + i];
       if (!out) out.emplace();
       std::string& v = *out;
-      const bool hit = find(keys[base + i], hash[i], true,
+      const bool hit = e_.find(keys[base + i], hash[i], true,
                             [&](detail::Location, const std::byte* rec, const detail::record::Meta& m,
                                 std::uint64_t stamp) {
                               v.resize(m.value_len);
@@ -86,10 +86,10 @@ template <Policy P>
 std::size_t OffHeapStore<P>::put_all(std::span<const std::pair<std::string_view, std::string_view>> entries,
                                      Ttl ttl) {
   check_writable();
-  const std::uint64_t deadline = deadline_for(ttl);
+  const std::uint64_t deadline = e_.deadline_for(ttl);
   for (const auto& [k, v] : entries) {
-    check(k, v.size());
-    check_deadline_word(k, v.size(), deadline);
+    e_.check(k, v.size());
+    e_.check_deadline_word(k, v.size(), deadline);
   }
   std::size_t inserted = 0;
   by_shard_slices(entries.size(), [&](std::size_t i) { return entries[i].first; },
@@ -106,7 +106,7 @@ std::size_t OffHeapStore<P>::put_all(std::span<const std::pair<std::string_view,
 template <Policy P>
 std::size_t OffHeapStore<P>::remove_all(std::span<const std::string_view> keys) {
   check_writable();
-  for (const std::string_view k : keys) check_key(k);
+  for (const std::string_view k : keys) e_.check_key(k);
   std::size_t removed = 0;
   by_shard_slices(keys.size(), [&](std::size_t i) { return keys[i]; },
                   [&](Shard& s, std::size_t n, std::size_t& done, auto&& at) {
@@ -125,26 +125,26 @@ void OffHeapStore<P>::by_shard_slices(std::size_t count, KeyOf&& key_of, Run&& r
   for (std::size_t base = 0; base < count; base += slice.kKeys) {
     slice.n = std::min(slice.kKeys, count - base);
     for (std::size_t i = 0; i < slice.n; ++i) {
-      slice.hash[i] = hash_(key_of(base + i));
-      slice.shard[i] = static_cast<std::uint32_t>(&shards_.for_hash(slice.hash[i]) - shards_.begin());
+      slice.hash[i] = e_.hash_(key_of(base + i));
+      slice.shard[i] = static_cast<std::uint32_t>(&e_.shards_.for_hash(slice.hash[i]) - e_.shards_.begin());
     }
     slice.order_by_shard();
     for (std::size_t first = 0; first < slice.n;) {
       const std::uint32_t sh = slice.shard[slice.order[first]];
       std::size_t last = first;
       while (last < slice.n && slice.shard[slice.order[last]] == sh) ++last;
-      Shard& s = shards_.begin()[sh];
+      Shard& s = e_.shards_.begin()[sh];
       // The run's j-th key: its index in the call, and its hash.
       auto at = [&](std::size_t j) {
         const std::size_t k = slice.order[first + j];
         return std::pair<std::size_t, std::uint64_t>(base + k, slice.hash[k]);
       };
       std::size_t done = 0;  // carried over the memory limit's retries
-      at_limit(s, [&] {
+      upkeep_.at_limit(s, [&] {
         run(s, last - first, done, at);
         return true;
       });
-      nudge(s);
+      upkeep_.nudge(s);
       first = last;
     }
   }

@@ -25,7 +25,7 @@ Computed OffHeapStore<P>::put_as(std::string_view key, const T& value, Ttl ttl) 
     static_assert(C::tag >= type_tag::first_user || detail::LibraryCodec<T>,
                   "a codec of yours takes a type tag of 128-255 (lower tags are the library's)");
     const std::size_t encoded = C::size(value);
-    // Past the largest value: check() refuses it (value_too_large).
+    // Past the largest value: e_.check() refuses it (value_too_large).
     const std::size_t size = encoded > kMaxValueBytes - 2 ? kMaxValueBytes + std::size_t{1} : encoded + 2;
     const auto fill = [&](std::span<std::byte> out) {
       out[0] = static_cast<std::byte>(C::version & 0xFF);
@@ -52,7 +52,7 @@ std::optional<T> OffHeapStore<P>::get_as(std::string_view key) const {
     char* bytes = nullptr;
     std::uint8_t found_tag = 0;
     std::uint32_t found_len = 0;
-    const bool hit = find(key, true, [&](detail::Location, const std::byte* rec,
+    const bool hit = e_.find(key, true, [&](detail::Location, const std::byte* rec,
                                          const detail::record::Meta& m, std::uint64_t stamp) {
       found_tag = m.type;
       found_len = m.value_len;

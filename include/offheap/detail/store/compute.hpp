@@ -5,8 +5,10 @@
 // the caller's code under the shard's lock the same way. The function runs
 // inside Shard::compute (shard/compute.hpp), under the key's shard's
 // writer lock; this file turns what it returns into a ComputeDecision, and
-// keeps it across the memory limit's retries (OffHeapStore::at_limit),
-// which let the lock go.
+// keeps it across the memory limit's retries (Upkeep::at_limit), which
+// let the lock go. Also write(), which every other write goes through: the
+// key hashed, its deadline checked, the shard's write under at_limit(),
+// then a nudge to the maintenance thread (Upkeep::nudge).
 #pragma once
 
 #include <offheap/store.hpp>
@@ -66,12 +68,12 @@ template <Policy P>
 template <class Decide>
 Computed OffHeapStore<P>::compute_with(std::string_view key, Ttl ttl, Decide& decide) {
   check_writable();
-  check_key(key);
-  const std::uint64_t h = hash_(key);
-  const std::uint64_t deadline = deadline_for(ttl);
-  Shard& s = shards_.for_hash(h);
-  const Computed c = at_limit(s, [&] { return s.compute(key, h, deadline, decide); });
-  nudge(s);
+  e_.check_key(key);
+  const std::uint64_t h = e_.hash_(key);
+  const std::uint64_t deadline = e_.deadline_for(ttl);
+  Shard& s = e_.shards_.for_hash(h);
+  const Computed c = upkeep_.at_limit(s, [&] { return s.compute(key, h, deadline, decide); });
+  upkeep_.nudge(s);
   return c;
 }
 
@@ -85,11 +87,11 @@ Computed OffHeapStore<P>::compute_bytes(std::string_view key, Ttl ttl, std::uint
   std::uint64_t seen_stamp = 0;
   std::string copy;  // the new value, when it lay inside the old record (which may go first)
   bool copied = false;
-  const std::uint64_t deadline = deadline_for(ttl);  // (compute_with() reads the clock again)
+  const std::uint64_t deadline = e_.deadline_for(ttl);  // (compute_with() reads the clock again)
   auto decide = [&](const detail::ComputeCurrent& cur) -> detail::ComputeDecision {
     if (!called || cur.present != seen_present || cur.stamp != seen_stamp) {
       {
-        const detail::ComputeScope inside(this);
+        const detail::ComputeScope inside(e_.id());
         result = call(cur);  // may throw: nothing has changed
       }
       called = true;
@@ -112,8 +114,8 @@ Computed OffHeapStore<P>::compute_bytes(std::string_view key, Ttl ttl, std::uint
     }
     const std::string_view v = copied ? std::string_view(copy) : std::string_view(**result);
     if (cur.present && cur.type == type && v == cur.value) return d;  // the same: nothing to write
-    check(key, v.size());  // may throw: nothing has changed
-    check_deadline_word(key, v.size(), deadline);
+    e_.check(key, v.size());  // may throw: nothing has changed
+    e_.check_deadline_word(key, v.size(), deadline);
     d.action = detail::ComputeDecision::Action::write;
     d.value = v;
     d.type = type;
@@ -234,6 +236,21 @@ bool OffHeapStore<P>::put_if_absent(std::string_view key, std::string_view value
                        }) == Computed::inserted;
 }
 
+// ---- every write but compute's --------------------------------------------
+
+template <Policy P>
+Computed OffHeapStore<P>::write(std::string_view key, std::string_view value, std::uint8_t type,
+                                typename Shard::Mode mode, std::string_view expected, Ttl ttl,
+                                const detail::ValueFill* fill) {
+  const std::uint64_t h = e_.hash_(key);
+  const std::uint64_t deadline = e_.deadline_for(ttl);
+  e_.check_deadline_word(key, fill != nullptr ? fill->size : value.size(), deadline);
+  Shard& s = e_.shards_.for_hash(h);
+  const Computed wrote = upkeep_.at_limit(s, [&] { return s.write(key, h, value, type, mode, expected, deadline, fill); });
+  upkeep_.nudge(s);
+  return wrote;
+}
+
 // ---- values written in place ------------------------------------------------
 
 template <Policy P>
@@ -255,11 +272,11 @@ template <class Fill>
 Computed OffHeapStore<P>::write_filled(std::string_view key, std::size_t size, Fill& fill, Ttl ttl,
                                        typename Shard::Mode mode, std::uint8_t type) {
   check_writable();
-  check(key, size);
+  e_.check(key, size);
   struct Ctx {
-    const OffHeapStore* store;
+    const void* store;  // its id(): writes of this store are refused inside fill
     Fill* fill;
-  } ctx{this, &fill};
+  } ctx{e_.id(), &fill};
   const detail::ValueFill f{[](const void* c, std::byte* dst, std::size_t n) {
                               const auto* x = static_cast<const Ctx*>(c);
                               const detail::ComputeScope inside(x->store);  // no writes of this store

@@ -23,16 +23,16 @@ template <class F>
 auto OffHeapStore<P>::read(std::string_view key, F&& fn) const {
   using R = std::invoke_result_t<F&, std::string_view>;
   if constexpr (std::is_void_v<R>) {
-    return find(key, true, [&](detail::Location, const std::byte* rec, const detail::record::Meta& m,
+    return e_.find(key, true, [&](detail::Location, const std::byte* rec, const detail::record::Meta& m,
                                std::uint64_t stamp) {
-      call_in_place(fn, rec, m);
+      Engine::call_in_place(fn, rec, m);
       return detail::record::validate(rec, stamp);
     });
   } else {
     std::optional<R> out;
-    find(key, true, [&](detail::Location, const std::byte* rec, const detail::record::Meta& m,
+    e_.find(key, true, [&](detail::Location, const std::byte* rec, const detail::record::Meta& m,
                         std::uint64_t stamp) {
-      R r = call_in_place(fn, rec, m);
+      R r = Engine::call_in_place(fn, rec, m);
       if (!detail::record::validate(rec, stamp)) return false;
       out.emplace(std::move(r));
       return true;
@@ -44,7 +44,7 @@ auto OffHeapStore<P>::read(std::string_view key, F&& fn) const {
 template <Policy P>
 typename OffHeapStore<P>::View OffHeapStore<P>::view(std::string_view key) const {
   View v;
-  const bool found = find(key, true,
+  const bool found = e_.find(key, true,
                           [&](detail::Location loc, const std::byte*,
                               const detail::record::Meta& m, std::uint64_t stamp) {
                             v = View(this, loc, stamp, key, m.value_len, m.type);
@@ -62,7 +62,7 @@ std::optional<T> OffHeapStore<P>::get_value(std::string_view key) const {
   std::array<char, (sizeof(T) + 7) / 8 * 8> bytes{};
   std::uint8_t found_tag = 0;
   std::uint32_t found_len = 0;
-  const bool hit = find(key, true, [&](detail::Location, const std::byte* rec,
+  const bool hit = e_.find(key, true, [&](detail::Location, const std::byte* rec,
                                        const detail::record::Meta& m, std::uint64_t stamp) {
     found_tag = m.type;
     found_len = m.value_len;
@@ -91,14 +91,14 @@ ViewStatus OffHeapStore<P>::visit_version(std::string_view key, detail::Location
   ViewStatus status = ViewStatus::removed;
   // The callback below may run more than once; only the run that ends the
   // lookup counts, and none does if the key went away meanwhile.
-  const bool found = find(key, false, [&](detail::Location l, const std::byte* rec,
+  const bool found = e_.find(key, false, [&](detail::Location l, const std::byte* rec,
                                           const detail::record::Meta& m, std::uint64_t s) {
     if (l != loc || s != stamp) {
       status = ViewStatus::updated;
       return true;
     }
     status = ViewStatus::live;
-    call_in_place(fn, rec, m);
+    Engine::call_in_place(fn, rec, m);
     return detail::record::validate(rec, s);
   });
   return found ? status : ViewStatus::removed;

@@ -153,8 +153,8 @@ template <Policy P>
 template <class F>
 void OffHeapStore<P>::walk_all(bool values, F& call) const {
   detail::WalkBuffers buffers(values);
-  const detail::WalkStay stay(walks_);
-  for (const Shard& s : shards_) s.for_each(call, buffers.copy());
+  const detail::WalkStay stay(e_.walks_);
+  for (const Shard& s : e_.shards_) s.for_each(call, buffers.copy());
 }
 
 template <Policy P>
@@ -171,25 +171,25 @@ std::size_t OffHeapStore<P>::walk_steps(Cursor& cursor, std::size_t max_records,
     const Cursor& from;
     ~WriteBack() { to = from; }
   } write_back{cursor, c};
-  if (c.store_ != instance_) {
+  if (c.store_ != e_.instance_) {
     // Another store object's cursor (the same files reopened): its
     // positions are of tables this object may have rebuilt; its shard is
     // taken again from the start.
-    if (c.shard_ >= shards_.size()) {
+    if (c.shard_ >= e_.shards_.size()) {
       throw Error(Errc::invalid_argument,
                   name() + ": scan() with a cursor in shard " + std::to_string(c.shard_) +
-                      " of a store with " + std::to_string(shards_.size()) + " shards");
+                      " of a store with " + std::to_string(e_.shards_.size()) + " shards");
     }
     if (c.store_ != 0 && c.position_ != 0) ++c.restarts_;
-    c.store_ = instance_;
+    c.store_ = e_.instance_;
     c.position_ = 0;
     c.serial_ = ~std::uint64_t{0};
   }
   detail::WalkBuffers buffers(values);
   std::uint64_t budget = max_records;
-  const detail::WalkStay stay(walks_);
-  while (c.shard_ < shards_.size()) {
-    if (!shards_.begin()[c.shard_].scan(c.position_, c.serial_, c.restarts_, budget, call,
+  const detail::WalkStay stay(e_.walks_);
+  while (c.shard_ < e_.shards_.size()) {
+    if (!e_.shards_.begin()[c.shard_].scan(c.position_, c.serial_, c.restarts_, budget, call,
                                         buffers.copy())) {
       break;
     }
@@ -197,7 +197,7 @@ std::size_t OffHeapStore<P>::walk_steps(Cursor& cursor, std::size_t max_records,
     c.position_ = 0;
     c.serial_ = ~std::uint64_t{0};
   }
-  if (c.shard_ == shards_.size()) c.done_ = true;
+  if (c.shard_ == e_.shards_.size()) c.done_ = true;
   return static_cast<std::size_t>(max_records - budget);
 }
 

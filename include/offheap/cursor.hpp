@@ -15,8 +15,10 @@
 
 namespace offheap {
 
+namespace detail {
 template <Policy P>
-class OffHeapStore;
+class Walks;
+}  // namespace detail
 
 /// A walk's position: the shard it is in, a slot position in that shard's
 /// index table, and which table (and which store object) that position is
@@ -43,7 +45,7 @@ class Cursor {
 
  private:
   template <Policy P>
-  friend class OffHeapStore;
+  friend class detail::Walks;  // the only one that moves a cursor (detail/store/scan.hpp)
 
   std::uint64_t store_ = 0;        // the walking store object's instance number (0: none yet)
   std::uint64_t position_ = 0;     // 8 per index group (see Shard::scan)

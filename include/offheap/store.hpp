@@ -111,6 +111,11 @@
 #include <offheap/detail/store/engine.hpp>
 #include <offheap/detail/store/lifecycle.hpp>
 #include <offheap/detail/store/upkeep.hpp>
+#include <offheap/detail/store/batch.hpp>
+#include <offheap/detail/store/nothrow.hpp>
+#include <offheap/detail/store/reads.hpp>
+#include <offheap/detail/store/scan.hpp>
+#include <offheap/detail/store/writes.hpp>
 #include <offheap/error.hpp>
 #include <offheap/expiry.hpp>
 #include <offheap/options.hpp>
@@ -241,7 +246,10 @@ class OffHeapStore {
   /// refused) and, if `message` is given, *message to the error's text.
   /// Clears ec on success (detail/store/nothrow.hpp).
   static std::unique_ptr<OffHeapStore> open(Options options, std::error_code& ec,
-                                            std::string* message = nullptr) noexcept;
+                                            std::string* message = nullptr) noexcept {
+    return detail::no_throw(ec, message, std::unique_ptr<OffHeapStore>(),
+                            [&] { return std::make_unique<OffHeapStore>(std::move(options)); });
+  }
 
   /// Returns: the smallest Options::memory_limit_bytes under which a store
   /// of this policy, opened with `options` (their memory_limit_bytes
@@ -280,7 +288,7 @@ class OffHeapStore {
   Computed put(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
     e_.check(key, value.size());
-    return write(key, value, type_tag::bytes, Shard::Mode::upsert, {}, ttl);
+    return writes().write(key, value, type_tag::bytes, Shard::Mode::upsert, {}, ttl);
   }
 
   /// Reserve-then-fill (as LMDB's MDB_RESERVE, CacheLib's allocate, fill,
@@ -294,15 +302,21 @@ class OffHeapStore {
   /// for room. Returns and throws as put().
   template <class Fill>
     requires std::invocable<Fill&, std::span<std::byte>>
-  Computed put(std::string_view key, std::size_t size, Fill&& fill, Ttl ttl = {});
+  Computed put(std::string_view key, std::size_t size, Fill&& fill, Ttl ttl = {}) {
+    return writes().put_fill(key, size, fill, ttl);
+  }
   /// put_if_absent() with a value that fill writes in place, as put(key,
   /// size, fill): fill runs only if the key is absent.
   template <class Fill>
     requires std::invocable<Fill&, std::span<std::byte>>
-  bool put_if_absent(std::string_view key, std::size_t size, Fill&& fill, Ttl ttl = {});
+  bool put_if_absent(std::string_view key, std::size_t size, Fill&& fill, Ttl ttl = {}) {
+    return writes().put_if_absent_fill(key, size, fill, ttl);
+  }
   /// A gather write: the value is `parts` one after the other, copied once,
   /// straight into the record. Returns and throws as put().
-  Computed put(std::string_view key, std::span<const std::string_view> parts, Ttl ttl = {});
+  Computed put(std::string_view key, std::span<const std::string_view> parts, Ttl ttl = {}) {
+    return writes().put_parts(key, parts, ttl);
+  }
 
   /// Effects: stores key -> value only if key is absent (an expired entry
   /// is absent: it is replaced, and leaves as RemovalCause::expired).
@@ -310,21 +324,23 @@ class OffHeapStore {
   bool put_if_absent(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
     e_.check(key, value.size());
-    return write(key, value, type_tag::bytes, Shard::Mode::insert, {}, ttl) == Computed::inserted;
+    return writes().write(key, value, type_tag::bytes, Shard::Mode::insert, {}, ttl) == Computed::inserted;
   }
 
   /// put_if_absent() that hands back what the key holds when it does not
   /// store: `existing` then receives the current value (a whole one, copied
   /// under the shard's writer lock; its buffer is reused when large
   /// enough), and is left as it was when it stores.
-  bool put_if_absent(std::string_view key, std::string_view value, std::string& existing, Ttl ttl = {});
+  bool put_if_absent(std::string_view key, std::string_view value, std::string& existing, Ttl ttl = {}) {
+    return writes().put_if_absent_copy(key, value, existing, ttl);
+  }
 
   /// Effects: replaces key's value only if key is present (and not expired).
   /// Returns: true if it replaced. Throws: as put().
   bool replace(std::string_view key, std::string_view value, Ttl ttl = {}) {
     check_writable();
     e_.check(key, value.size());
-    return write(key, value, type_tag::bytes, Shard::Mode::replace, {}, ttl) != Computed::unchanged;
+    return writes().write(key, value, type_tag::bytes, Shard::Mode::replace, {}, ttl) != Computed::unchanged;
   }
 
   /// Effects: replaces key's value with desired only if it currently equals
@@ -334,7 +350,7 @@ class OffHeapStore {
   bool replace(std::string_view key, std::string_view expected, std::string_view desired, Ttl ttl = {}) {
     check_writable();
     e_.check(key, desired.size());
-    return write(key, desired, type_tag::bytes, Shard::Mode::replace_if, expected, ttl) != Computed::unchanged;
+    return writes().write(key, desired, type_tag::bytes, Shard::Mode::replace_if, expected, ttl) != Computed::unchanged;
   }
 
   /// Effects: removes key. Returns: true if it was present (an expired
@@ -371,16 +387,10 @@ class OffHeapStore {
   template <class T>
     requires PaddingFreeValue<T>
   Computed put_value(std::string_view key, const T& value, Ttl ttl = {}) {
-    constexpr std::uint8_t tag = detail::value_type_tag<T>();
-    std::byte bytes[sizeof(T)];
-    detail::value_bytes(value, bytes);
-    const std::string_view v(reinterpret_cast<const char*>(bytes), sizeof(T));
-    check_writable();
-    e_.check(key, v.size());
-    return write(key, v, tag, Shard::Mode::upsert, {}, ttl);
+    return writes().put_value(key, value, ttl);
   }
 
-  // ---- many keys at once (definitions in detail/store/batch.hpp) -------------
+  // ---- many keys at once (detail/store/batch.hpp, reads.hpp) -----------------
   //
   // Keys are taken in slices of 64, grouped by shard within a slice. Each
   // call checks every key and value first (key_too_large, value_too_large:
@@ -393,17 +403,23 @@ class OffHeapStore {
   /// lock-free, as get(); the index lines of a slice are prefetched first.
   /// Returns how many were present. Throws: Error(invalid_argument) if
   /// values is shorter than keys.
-  std::size_t get_all(std::span<const std::string_view> keys, std::span<std::optional<std::string>> values) const;
+  std::size_t get_all(std::span<const std::string_view> keys, std::span<std::optional<std::string>> values) const {
+    return detail::Reads<P>(e_).get_all(keys, values);
+  }
   /// put() of every entry {key, value}, one hold of a shard's writer lock
   /// for the entries of a slice in that shard, in their order (a key given
   /// twice ends with its last value). Returns how many were inserted (the
   /// rest updated).
-  std::size_t put_all(std::span<const std::pair<std::string_view, std::string_view>> entries, Ttl ttl = {});
+  std::size_t put_all(std::span<const std::pair<std::string_view, std::string_view>> entries, Ttl ttl = {}) {
+    return detail::Batches<P>(e_, upkeep_).put_all(entries, ttl);
+  }
   /// remove() of every key, as put_all() groups them. Returns how many were
   /// present.
-  std::size_t remove_all(std::span<const std::string_view> keys);
+  std::size_t remove_all(std::span<const std::string_view> keys) {
+    return detail::Batches<P>(e_, upkeep_).remove_all(keys);
+  }
 
-  // ---- atomic read-modify-write (definitions in detail/store/compute.hpp) ----
+  // ---- atomic read-modify-write (detail/store/writes.hpp) ---------------------
   //
   // Each runs its function once, under the key's shard's writer lock, on
   // what the key holds then, and applies the result before the lock goes:
@@ -426,37 +442,51 @@ class OffHeapStore {
   /// the caller's or the old value's bytes): the key's new value, or
   /// nullopt to remove it. The value is stored untyped, as by put().
   template <class F>
-  Computed compute(std::string_view key, F&& fn, Ttl ttl = {});
+  Computed compute(std::string_view key, F&& fn, Ttl ttl = {}) {
+    return writes().compute(key, std::forward<F>(fn), ttl);
+  }
   /// If the key is absent: make() returns its value (V, as above); else
   /// nothing is called. Returns inserted or unchanged.
   template <class F>
-  Computed compute_if_absent(std::string_view key, F&& make, Ttl ttl = {});
+  Computed compute_if_absent(std::string_view key, F&& make, Ttl ttl = {}) {
+    return writes().compute_if_absent(key, std::forward<F>(make), ttl);
+  }
   /// If the key is present: fn(std::string_view old) returns
   /// std::optional<V>, as compute()'s fn; else nothing is called.
   template <class F>
-  Computed compute_if_present(std::string_view key, F&& fn, Ttl ttl = {});
+  Computed compute_if_present(std::string_view key, F&& fn, Ttl ttl = {}) {
+    return writes().compute_if_present(key, std::forward<F>(fn), ttl);
+  }
   /// Stores `value` if the key is absent; else combine(old, value) returns
   /// std::optional<V>: the new value, or nullopt to remove the key.
   template <class F>
-  Computed merge(std::string_view key, std::string_view value, F&& combine, Ttl ttl = {});
+  Computed merge(std::string_view key, std::string_view value, F&& combine, Ttl ttl = {}) {
+    return writes().merge(key, value, std::forward<F>(combine), ttl);
+  }
   /// compute() on a typed value: fn(std::optional<T> old) returns
   /// std::optional<T>, stored with T's type tag (as put_value<T>).
   /// Throws: Error(type_mismatch) if the key holds another type (before
   /// fn is called).
   template <class T, class F>
     requires PaddingFreeValue<T>
-  Computed compute_value(std::string_view key, F&& fn, Ttl ttl = {});
+  Computed compute_value(std::string_view key, F&& fn, Ttl ttl = {}) {
+    return writes().template compute_value<T>(key, std::forward<F>(fn), ttl);
+  }
   /// Stores value with T's type tag if the key holds a T; returns whether
   /// it did (false: absent). Throws: Error(type_mismatch) for another type.
   template <class T>
     requires PaddingFreeValue<T>
-  bool replace_value(std::string_view key, const T& value, Ttl ttl = {});
+  bool replace_value(std::string_view key, const T& value, Ttl ttl = {}) {
+    return writes().replace_value(key, value, ttl);
+  }
   /// Stores value with T's type tag if the key is absent; returns whether
   /// it did (false: it holds a T). Throws: Error(type_mismatch) for
   /// another type.
   template <class T>
     requires PaddingFreeValue<T>
-  bool put_value_if_absent(std::string_view key, const T& value, Ttl ttl = {});
+  bool put_value_if_absent(std::string_view key, const T& value, Ttl ttl = {}) {
+    return writes().put_value_if_absent(key, value, ttl);
+  }
 
   /// Effects: removes every record, shard by shard (a concurrent reader may
   /// see some shards cleared and others not); memory stays mapped for reuse
@@ -487,22 +517,36 @@ class OffHeapStore {
   // Each does what its throwing form does; where that throws, it changes
   // nothing, sets ec (ec == offheap::Errc::..., or std::errc::
   // not_enough_memory if the heap refused) and returns false,
-  // Computed::unchanged or nothing. Clears ec on success. Defined in
-  // detail/store/nothrow.hpp.
+  // Computed::unchanged or nothing. Clears ec on success
+  // (detail/store/nothrow.hpp).
 
-  Computed put(std::string_view key, std::string_view value, std::error_code& ec, Ttl ttl = {}) noexcept;
-  bool put_if_absent(std::string_view key, std::string_view value, std::error_code& ec, Ttl ttl = {}) noexcept;
-  bool replace(std::string_view key, std::string_view value, std::error_code& ec, Ttl ttl = {}) noexcept;
+  Computed put(std::string_view key, std::string_view value, std::error_code& ec, Ttl ttl = {}) noexcept {
+    return detail::no_throw(ec, nullptr, Computed::unchanged, [&] { return put(key, value, ttl); });
+  }
+  bool put_if_absent(std::string_view key, std::string_view value, std::error_code& ec, Ttl ttl = {}) noexcept {
+    return detail::no_throw(ec, nullptr, false, [&] { return put_if_absent(key, value, ttl); });
+  }
+  bool replace(std::string_view key, std::string_view value, std::error_code& ec, Ttl ttl = {}) noexcept {
+    return detail::no_throw(ec, nullptr, false, [&] { return replace(key, value, ttl); });
+  }
   bool replace(std::string_view key, std::string_view expected, std::string_view desired,
-               std::error_code& ec, Ttl ttl = {}) noexcept;
-  bool remove(std::string_view key, std::error_code& ec) noexcept;
-  bool remove(std::string_view key, std::string_view expected, std::error_code& ec) noexcept;
+               std::error_code& ec, Ttl ttl = {}) noexcept {
+    return detail::no_throw(ec, nullptr, false, [&] { return replace(key, expected, desired, ttl); });
+  }
+  bool remove(std::string_view key, std::error_code& ec) noexcept {
+    return detail::no_throw(ec, nullptr, false, [&] { return remove(key); });
+  }
+  bool remove(std::string_view key, std::string_view expected, std::error_code& ec) noexcept {
+    return detail::no_throw(ec, nullptr, false, [&] { return remove(key, expected); });
+  }
   template <class T>
     requires PaddingFreeValue<T>
-  Computed put_value(std::string_view key, const T& value, std::error_code& ec, Ttl ttl = {}) noexcept;
-  void clear(std::error_code& ec) noexcept;
-  void sync(std::error_code& ec) noexcept;
-  void close(std::error_code& ec) noexcept;
+  Computed put_value(std::string_view key, const T& value, std::error_code& ec, Ttl ttl = {}) noexcept {
+    return detail::no_throw(ec, nullptr, Computed::unchanged, [&] { return put_value(key, value, ttl); });
+  }
+  void clear(std::error_code& ec) noexcept { detail::no_throw_void(ec, [&] { clear(); }); }
+  void sync(std::error_code& ec) noexcept { detail::no_throw_void(ec, [&] { sync(); }); }
+  void close(std::error_code& ec) noexcept { detail::no_throw_void(ec, [&] { close(); }); }
 
   // ---- reads ------------------------------------------------------------------
 
@@ -548,16 +592,30 @@ class OffHeapStore {
   /// races to writers runs fn under the shard's writer lock).
   /// The string_view is valid only during the call.
   template <class F>
-  auto read(std::string_view key, F&& fn) const;
+  auto read(std::string_view key, F&& fn) const {
+    return detail::Reads<P>(e_).read(key, std::forward<F>(fn));
+  }
 
   /// Returns: a RecordView of key's current record, or an empty view if the
   /// key is absent (view.hpp). Allocates only for keys over 64 bytes.
-  View view(std::string_view key) const;
+  View view(std::string_view key) const {
+    View v;
+    const bool found = e_.find(key, true,
+                               [&](detail::Location loc, const std::byte*, const detail::record::Meta& m,
+                                   std::uint64_t stamp) {
+                                 v = View(this, loc, stamp, key, m.value_len, m.type);
+                                 return true;
+                               });
+    // (on_hit may have run for a read that the lookup then threw away.)
+    return found ? v : View();
+  }
 
   /// Returns: key's value as T, or nullopt if key is absent.
   /// Throws: Error(type_mismatch) if the record's type tag or size is not T's.
   template <class T>
-  std::optional<T> get_value(std::string_view key) const;
+  std::optional<T> get_value(std::string_view key) const {
+    return detail::Reads<P>(e_).template get_value<T>(key);
+  }
 
   /// Effects: stores `value` as its codec writes it (codec.hpp), straight
   /// into the record, after 2 bytes of the codec's layout version, with the
@@ -565,7 +623,9 @@ class OffHeapStore {
   /// put_value. Returns and throws as put(), and what the codec throws
   /// (the store is then unchanged).
   template <StorableAs T>
-  Computed put_as(std::string_view key, const T& value, Ttl ttl = {});
+  Computed put_as(std::string_view key, const T& value, Ttl ttl = {}) {
+    return writes().put_as(key, value, ttl);
+  }
 
   /// Returns: key's value decoded as T (codec.hpp), or nullopt if key is
   /// absent; for a type without a codec, get_value<T>. The value is copied
@@ -574,7 +634,9 @@ class OffHeapStore {
   /// codec (another type tag) or by another layout version of it; what
   /// decode() throws.
   template <StorableAs T>
-  std::optional<T> get_as(std::string_view key) const;
+  std::optional<T> get_as(std::string_view key) const {
+    return detail::Reads<P>(e_).template get_as<T>(key);
+  }
 
   /// Returns: the number of live records. Thread safety: lock-free.
   std::uint64_t size() const noexcept {
@@ -594,13 +656,17 @@ class OffHeapStore {
   /// ignored (a walk that stops early is scan's).
   /// The string_views are valid only during each call.
   template <class F>
-  void for_each(F&& fn) const;
+  void for_each(F&& fn) const {
+    detail::Walks<P>(e_).for_each(std::forward<F>(fn));
+  }
 
   /// Effects: as for_each, with fn(std::string_view key) or fn(key,
   /// std::uint8_t type): no value is copied (a file-backed store with
   /// Options::verify_checksums still reads each value once, to check it).
   template <class F>
-  void for_each_key(F&& fn) const;
+  void for_each_key(F&& fn) const {
+    detail::Walks<P>(e_).for_each_key(std::forward<F>(fn));
+  }
 
   /// A resumable walk, in steps (detail/store/scan.hpp). Effects: from where
   /// `cursor` stands (Cursor{}: the start), calls fn(std::string_view key,
@@ -629,12 +695,16 @@ class OffHeapStore {
   /// the outer call's position then wins, so keys may come again.
   /// The string_views are valid only during each call.
   template <class F>
-  std::size_t scan(Cursor& cursor, std::size_t max_records, F&& fn) const;
+  std::size_t scan(Cursor& cursor, std::size_t max_records, F&& fn) const {
+    return detail::Walks<P>(e_).scan(cursor, max_records, std::forward<F>(fn));
+  }
 
   /// Effects: as scan, keys only: fn(std::string_view key, std::uint8_t
   /// type) or fn(key), no value copied (as for_each_key).
   template <class F>
-  std::size_t scan_keys(Cursor& cursor, std::size_t max_records, F&& fn) const;
+  std::size_t scan_keys(Cursor& cursor, std::size_t max_records, F&& fn) const {
+    return detail::Walks<P>(e_).scan_keys(cursor, max_records, std::forward<F>(fn));
+  }
 
   /// Returns: counters, contents, memory and index figures (stats.hpp).
   Stats stats() const {
@@ -674,44 +744,29 @@ class OffHeapStore {
   /// failed stores (detail/store/checks.hpp).
   [[gnu::always_inline]] void check_writable() const { e_.check_writable(upkeep_.thread()); }
 
-  // Walks (detail/store/scan.hpp).
-  template <class F>
-  void walk_all(bool values, F& call) const;
-  template <class F>
-  std::size_t walk_steps(Cursor& cursor, std::size_t max_records, bool values, F& call) const;
-
-  /// compute() and its kin: the key's shard applies decide()'s decision
-  /// (detail/store/compute.hpp).
-  template <class Decide>
-  Computed compute_with(std::string_view key, Ttl ttl, Decide& decide);
-  /// compute_with() for a result of call(const ComputeCurrent&): nullopt
-  /// keeps the key as it is; else an empty R removes it, a value writes it
-  /// with type tag `type`.
-  template <class Call>
-  Computed compute_bytes(std::string_view key, Ttl ttl, std::uint8_t type, Call&& call);
-  /// replace_value (`present`) and put_value_if_absent (not): stores
-  /// `value` if the key is present (or absent), checking its type if present.
-  template <class T>
-  bool put_typed_if(std::string_view key, const T& value, Ttl ttl, bool present, const char* op);
-  /// put_all()/remove_all(): keys key_of(0..count-1) in slices of 64, each
-  /// slice's run of keys in one shard handed to run(shard, n, done, at)
-  /// under at_limit() (at(j): the j-th key's index in the call and hash).
-  template <class KeyOf, class Run>
-  void by_shard_slices(std::size_t count, KeyOf&& key_of, Run&& run);
-  /// put() and put_if_absent() (`mode`) of a value that fill writes in place.
-  template <class Fill>
-  Computed write_filled(std::string_view key, std::size_t size, Fill& fill, Ttl ttl, typename Shard::Mode mode,
-                        std::uint8_t type = type_tag::bytes);
-  /// Every write but compute's: `value`, or (with `fill`) fill->size bytes
-  /// that fill writes in place (detail/store/compute.hpp).
-  Computed write(std::string_view key, std::string_view value, std::uint8_t type, typename Shard::Mode mode,
-                 std::string_view expected = {}, Ttl ttl = {}, const detail::ValueFill* fill = nullptr);
+  /// The store's writes, made per call on the engine and Upkeep
+  /// (detail/store/writes.hpp).
+  [[gnu::always_inline]] detail::Writes<P> writes() noexcept { return detail::Writes<P>(e_, upkeep_); }
 
   /// For RecordView: runs fn on key's value if key's current record is the
-  /// one at `loc` stamped `stamp`; says what became of that record.
+  /// one at `loc` stamped `stamp`; says what became of that record. The
+  /// callback may run more than once; only the run that ends the lookup
+  /// counts, and none does if the key went away meanwhile.
   template <class F>
-  ViewStatus visit_version(std::string_view key, detail::Location loc, std::uint64_t stamp,
-                           F&& fn) const;
+  ViewStatus visit_version(std::string_view key, detail::Location loc, std::uint64_t stamp, F&& fn) const {
+    ViewStatus status = ViewStatus::removed;
+    const bool found = e_.find(key, false, [&](detail::Location l, const std::byte* rec,
+                                               const detail::record::Meta& m, std::uint64_t s) {
+      if (l != loc || s != stamp) {
+        status = ViewStatus::updated;
+        return true;
+      }
+      status = ViewStatus::live;
+      Engine::call_in_place(fn, rec, m);
+      return detail::record::validate(rec, s);
+    });
+    return found ? status : ViewStatus::removed;
+  }
 
   // The parts that own the store's state, in the order they are made;
   // destroyed in reverse (the maintenance thread joined while the shards
@@ -731,11 +786,3 @@ using LruCache = OffHeapStore<LruCachePolicy>;
 using TinyLfuCache = OffHeapStore<TinyLfuCachePolicy>;
 
 }  // namespace offheap
-
-// Defined out of the class (each includes this header).
-#include <offheap/detail/store/compute.hpp>
-#include <offheap/detail/store/batch.hpp>
-#include <offheap/detail/store/reads.hpp>
-#include <offheap/detail/store/nothrow.hpp>
-#include <offheap/detail/store/scan.hpp>
-#include <offheap/detail/store/codec.hpp>

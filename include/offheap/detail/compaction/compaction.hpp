@@ -41,9 +41,23 @@
 // A chunk that cannot be emptied for lack of room elsewhere (nothing free
 // fits and the tail is full) gets its free space back on its lists, its
 // moved records' old places merged into it, and compaction waits a second.
+//
+// Compaction<S> owns this: a component of the shard (S), which holds one
+// and lets it in (friend). Its state: the factor, when compaction may try
+// again, the chunks found waiting, whether a round was asked for, and its
+// figures. Every call runs under the shard's writer lock (compact() takes
+// it; the others are called by writers that hold it).
 #pragma once
 
-#include <offheap/detail/shard/shard.hpp>
+#include <offheap/detail/index/index.hpp>
+#include <offheap/detail/index/location.hpp>
+#include <offheap/detail/journal/free_lists.hpp>
+#include <offheap/detail/journal/journal.hpp>
+#include <offheap/detail/journal/record.hpp>
+#include <offheap/detail/memory/os.hpp>
+#include <offheap/error.hpp>
+#include <offheap/eviction/policy.hpp>
+#include <offheap/stats.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -52,28 +66,83 @@
 
 namespace offheap::detail {
 
-template <class P>
-bool Shard<P>::compaction_due() const noexcept {
+template <class S>
+class Compaction {
+ public:
+  /// `factor`: Options::compaction_factor (0: never; a read-only store 0).
+  explicit Compaction(double factor) noexcept : compact_factor_(factor) {}
+  Compaction(const Compaction&) = delete;
+  Compaction& operator=(const Compaction&) = delete;
+
+  /// Whether the journal outside emptied chunks holds more than
+  /// compaction_factor times the live records' bytes (and 1 MiB more).
+  bool compaction_due(const S& sh) const noexcept;
+  /// Shard::compact (shard.hpp says what it does). Takes the lock.
+  std::uint64_t compact(S& sh, std::uint64_t max_bytes, bool* more, bool now_anyway);
+  /// A writer that found no room: brings back the smallest emptied chunk
+  /// of at most `most` bytes that holds `bytes`; whether it did.
+  bool revive_chunk(S& sh, std::uint64_t bytes, std::uint64_t most) noexcept;
+  /// A record was freed: asks for a round once compaction is due (once
+  /// until compact() runs).
+  void note_freed(S& sh) noexcept {
+    if (!compact_wanted_ && compaction_due(sh)) {
+      compact_wanted_ = true;  // (compact() lowers it)
+      sh.want_round();
+    }
+  }
+  /// When (ms, the store's clock) compaction may next run, if it is due.
+  std::uint64_t retry_ms() const noexcept { return compact_retry_ms_; }
+  void add_stats(Stats& st) const noexcept {
+    st.compacted_records += compacted_records_;
+    st.compacted_bytes += compacted_bytes_;
+    st.chunks_emptied += emptied_events_;
+    st.chunks_revived += revived_events_;
+  }
+
+ private:
+  struct Evacuated {
+    enum Outcome { emptied, waits, no_room } outcome = emptied;
+    std::uint64_t moved = 0;  // journal bytes written elsewhere
+  };
+  Evacuated evacuate(S& sh, std::uint32_t c);
+  static constexpr std::uint64_t kCompactFloor = std::uint64_t{1} << 20;
+  static constexpr std::uint64_t kCompactRetryMs = 1000;
+  static constexpr std::uint64_t kCompactMinHoles = 8;  // free records a chunk needs to be emptied
+
+  double compact_factor_;
+  std::uint64_t compact_retry_ms_ = 0;  // no compaction before (ms, the store's clock)
+  bool compact_wanted_ = false;         // a freed record asked for a round
+  std::uint64_t revived_ms_ = 0;        // when a writer last took an emptied chunk back
+  std::uint64_t waited_[16] = {};       // chunk << 48 | its free bytes, when it had to wait
+  unsigned waited_next_ = 0;
+  std::uint64_t compacted_records_ = 0;
+  std::uint64_t compacted_bytes_ = 0;
+  std::uint64_t emptied_events_ = 0;
+  std::uint64_t revived_events_ = 0;
+};
+
+template <class S>
+bool Compaction<S>::compaction_due(const S& sh) const noexcept {
   if (!(compact_factor_ > 0)) return false;
-  const std::uint64_t active = journal_.active_bytes();
-  const std::uint64_t held = live_bytes_ + retired_bytes_;
+  const std::uint64_t active = sh.journal_.active_bytes();
+  const std::uint64_t held = sh.live_bytes_ + sh.retired_bytes_;
   return active > held + kCompactFloor &&
          static_cast<double>(active) > compact_factor_ * static_cast<double>(held);
 }
 
-template <class P>
-std::uint64_t Shard<P>::compact(std::uint64_t max_bytes, bool* more, bool now_anyway) {
-  const WriteLock guard(*this);
+template <class S>
+std::uint64_t Compaction<S>::compact(S& sh, std::uint64_t max_bytes, bool* more, bool now_anyway) {
+  const typename S::WriteLock guard(sh);
   if (more != nullptr) *more = false;
-  const std::uint64_t now = now_ms();
+  const std::uint64_t now = sh.now_ms();
   // (While it waits, release() asks for no round: compact_wanted_ stays.)
   if (now < compact_retry_ms_ && !now_anyway) return 0;
   compact_wanted_ = false;
   // A failed sync: the store refuses writes; nothing more is moved.
-  if (!compaction_due() || (sync_error_ != nullptr && sync_error_->load(std::memory_order_relaxed) != 0)) return 0;
-  if (!free_.chunks_known()) {
+  if (!compaction_due(sh) || (sh.sync_error_ != nullptr && sh.sync_error_->load(std::memory_order_relaxed) != 0)) return 0;
+  if (!sh.free_.chunks_known()) {
     try {
-      free_.recount_chunks();
+      sh.free_.recount_chunks();
     } catch (const Error&) {
       compact_retry_ms_ = now + kCompactRetryMs;  // no memory for the count: later
       return 0;
@@ -82,13 +151,13 @@ std::uint64_t Shard<P>::compact(std::uint64_t max_bytes, bool* more, bool now_an
   std::uint64_t moved = 0;
   std::uint32_t waiting[8];  // chunks that must wait (a record waiting to be freed, damage)
   unsigned waits = 0;
-  while (moved < max_bytes && compaction_due()) {
+  while (moved < max_bytes && compaction_due(sh)) {
     // The sparsest chunk before the tail whose live share is under 1/factor.
-    std::uint32_t victim = journal_.chunks();
+    std::uint32_t victim = sh.journal_.chunks();
     double best = 1.0 / compact_factor_;
-    for (std::uint32_t c = 0; c < journal_.tail_chunk() && c < journal_.chunks(); ++c) {
-      if (journal_.emptied(c) || std::find(waiting, waiting + waits, c) != waiting + waits) continue;
-      const std::uint64_t free = std::min(free_.chunk_free(c), journal_.chunk_size(c));
+    for (std::uint32_t c = 0; c < sh.journal_.tail_chunk() && c < sh.journal_.chunks(); ++c) {
+      if (sh.journal_.emptied(c) || std::find(waiting, waiting + waits, c) != waiting + waits) continue;
+      const std::uint64_t free = std::min(sh.free_.chunk_free(c), sh.journal_.chunk_size(c));
       // A chunk found waiting (a record waiting to be freed, damage) is
       // examined again only once its free space has changed.
       if (std::find(std::begin(waited_), std::end(waited_), (std::uint64_t{c} << 48) | free) != std::end(waited_)) {
@@ -98,23 +167,23 @@ std::uint64_t Shard<P>::compact(std::uint64_t max_bytes, bool* more, bool now_an
       // back is one free record being filled): writers use it as it is.
       // A chunk with nothing else in it is emptied at no cost, unless a
       // chunk was taken back lately (it would be taken back again soon).
-      if (free_.chunk_free_records(c) < kCompactMinHoles &&
-          (journal_.chunk_size(c) - free >= record::kMinRecord || now < revived_ms_ + 10 * kCompactRetryMs)) {
+      if (sh.free_.chunk_free_records(c) < kCompactMinHoles &&
+          (sh.journal_.chunk_size(c) - free >= record::kMinRecord || now < revived_ms_ + 10 * kCompactRetryMs)) {
         continue;
       }
-      const double size = static_cast<double>(journal_.chunk_size(c));
+      const double size = static_cast<double>(sh.journal_.chunk_size(c));
       const double used = size - static_cast<double>(free);
       if (used / size < best) {
         best = used / size;
         victim = c;
       }
     }
-    if (victim == journal_.chunks()) break;
-    const Evacuated e = evacuate(victim);
+    if (victim == sh.journal_.chunks()) break;
+    const Evacuated e = evacuate(sh, victim);
     moved += e.moved;
     if (e.outcome == Evacuated::waits) {
       waited_[waited_next_++ % std::size(waited_)] =
-          (std::uint64_t{victim} << 48) | std::min(free_.chunk_free(victim), journal_.chunk_size(victim));
+          (std::uint64_t{victim} << 48) | std::min(sh.free_.chunk_free(victim), sh.journal_.chunk_size(victim));
       if (waits == std::size(waiting)) break;
       waiting[waits++] = victim;
       continue;
@@ -124,20 +193,20 @@ std::uint64_t Shard<P>::compact(std::uint64_t max_bytes, bool* more, bool now_an
       break;
     }
   }
-  const bool left = moved >= max_bytes && compaction_due();
+  const bool left = moved >= max_bytes && compaction_due(sh);
   // Still due, with nothing more to do now (no chunk sparse enough, or
   // those left must wait): again in a while, not every round.
-  if (!left && compaction_due()) compact_retry_ms_ = now + kCompactRetryMs;
+  if (!left && compaction_due(sh)) compact_retry_ms_ = now + kCompactRetryMs;
   if (more != nullptr) *more = left;
-  plan_next_round(now);
+  sh.plan_next_round(now);
   return moved;
 }
 
-template <class P>
-typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
+template <class S>
+typename Compaction<S>::Evacuated Compaction<S>::evacuate(S& sh, std::uint32_t c) {
   constexpr std::uint64_t kHeader = record::kHeaderBytes;
-  const std::uint64_t end = journal_.records_end(c);  // the chunk's size: c is before the tail
-  std::byte* const base = journal_.chunk_start(c);
+  const std::uint64_t end = sh.journal_.records_end(c);  // the chunk's size: c is before the tail
+  std::byte* const base = sh.journal_.chunk_start(c);
   Evacuated out;
   // 1. Examine (nothing changes).
   for (std::uint64_t off = 0; end - off >= record::kMinRecord;) {
@@ -149,14 +218,14 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
     if (m.state() == record::State::free) {
       // On its list (one a damaged file's list dropped is not: unlinking
       // it would drop its class's healthy list).
-      if (!FreeLists::valid_capacity(cap) || !free_.sound(loc, FreeLists::class_of(cap)) ||
-          !free_.links_sound(loc, FreeLists::class_of(cap), record::free_next(rec), record::free_prev(rec))) {
+      if (!FreeLists::valid_capacity(cap) || !sh.free_.sound(loc, FreeLists::class_of(cap)) ||
+          !sh.free_.links_sound(loc, FreeLists::class_of(cap), record::free_next(rec), record::free_prev(rec))) {
         return {Evacuated::waits, 0};
       }
     } else if (m.state() == record::State::live) {
-      if (durable_ && !intact(loc, rec)) return {Evacuated::waits, 0};
+      if (sh.durable_ && !sh.intact(loc, rec)) return {Evacuated::waits, 0};
       const std::string_view key(reinterpret_cast<const char*>(rec + kHeader), m.key_len);
-      if (!index_.find(hash_(key), [&](Location l) { return l == loc; }).found) {
+      if (!sh.index_.find(sh.hash_(key), [&](Location l) { return l == loc; }).found) {
         return {Evacuated::waits, 0};  // waiting to be freed (periodic, or the listener)
       }
     } else {
@@ -167,7 +236,7 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
   // 2. No record moves into the chunk.
   for (std::uint64_t off = 0; end - off >= record::kMinRecord;) {
     const record::Meta m = record::read_meta(base + off);
-    if (m.state() == record::State::free) free_.unlink(Location::make(c, off), m.capacity());
+    if (m.state() == record::State::free) sh.free_.unlink(Location::make(c, off), m.capacity());
     off += kHeader + m.capacity();
   }
   // 3. Move each live record, in order; `stop`: the first one not moved.
@@ -188,11 +257,11 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
     const std::string_view value(record::value_bytes(rec, m.key_len), m.value_len);
     const std::uint64_t deadline = record::deadline_of(rec, m, kHeader + cap);
     const std::uint64_t need = record::payload_for(m.key_len, m.value_len, deadline != 0);
-    Slot s{Location::none(), nullptr, 0, false};
+    typename S::Slot s{Location::none(), nullptr, 0, false};
     try {
-      if constexpr (kEvicts) reserve_policy();
-      if (deadline != 0) wheel_.reserve_one();
-      s = allocate(need, false, journal_.chunk_size(c));  // an emptied chunk only if no larger
+      if constexpr (S::kEvicts) sh.reserve_policy();
+      if (deadline != 0) sh.wheel_.reserve_one();
+      s = sh.allocate(need, false, sh.journal_.chunk_size(c));  // an emptied chunk only if no larger
     } catch (const Error&) {
       s.loc = Location::none();  // no memory for the policy, the wheel or the free lists' count
     }
@@ -201,18 +270,18 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
       out.outcome = Evacuated::no_room;
       break;
     }
-    const std::uint64_t h = hash_(key);
-    const Index::Found f = index_.find(h, [&](Location l) { return l == loc; });
+    const std::uint64_t h = sh.hash_(key);
+    const Index::Found f = sh.index_.find(h, [&](Location l) { return l == loc; });
     const std::uint64_t old_stamp = record::read_stamp(rec);
-    write_record(s, key, value, m.type, record::State::live, deadline);
-    if (durable_ && kEvicts) record::set_policy_bits(s.rec, index_.bits(f.slot));  // (a copy of the slot's)
-    index_.update(f.slot, s.loc);  // release: readers find the copy whole
-    if constexpr (kEvicts) {
-      cache_replaced(eviction::Handle{loc.raw(), old_stamp, h, kHeader + cap}, f.slot, s.loc, h, true);
+    sh.write_record(s, key, value, m.type, record::State::live, deadline);
+    if (sh.durable_ && S::kEvicts) record::set_policy_bits(s.rec, sh.index_.bits(f.slot));  // (a copy of the slot's)
+    sh.index_.update(f.slot, s.loc);  // release: readers find the copy whole
+    if constexpr (S::kEvicts) {
+      sh.cache_replaced(eviction::Handle{loc.raw(), old_stamp, h, kHeader + cap}, f.slot, s.loc, h, true);
     }
-    if (deadline != 0) schedule_expiry(s.loc, deadline);
-    live_bytes_ += s.capacity;
-    live_bytes_ -= cap;
+    if (deadline != 0) sh.schedule_expiry(s.loc, deadline);
+    sh.live_bytes_ += s.capacity;
+    sh.live_bytes_ -= cap;
     ++compacted_records_;
     compacted_bytes_ += kHeader + s.capacity;
     out.moved += kHeader + s.capacity;
@@ -229,21 +298,21 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
   // 4. File-backed, in every mode: the copies are on disk before anything
   // of the old records changes (a record durable at the last sync() must
   // survive a power loss, wherever compaction moved it since).
-  if (durable_ && lo <= hi) {
+  if (sh.durable_ && lo <= hi) {
     const bool few = n_written <= std::size(written);  // else every chunk in [lo, hi]
     const std::uint32_t count = few ? n_written : hi - lo + 1;
     for (std::uint32_t i = 0; i < count; ++i) {
       const std::uint32_t d = few ? written[i] : lo + i;
       if (d == c) continue;
-      if (const int err = journal_.sync_chunk(d)) {
+      if (const int err = sh.journal_.sync_chunk(d)) {
         // The old records stay as they are (recovery prefers the copies);
         // the chunk's free records go back on their lists; the store
         // refuses writes from now on.
-        note_sync_error(err);
+        sh.note_sync_error(err);
         for (std::uint64_t off = 0; end - off >= record::kMinRecord;) {
           const record::Meta m = record::read_meta(base + off);
           if (m.state() == record::State::free) {
-            free_.push(base + off, Location::make(c, off), m.capacity(), next_stamp(), m.prev_free());
+            sh.free_.push(base + off, Location::make(c, off), m.capacity(), sh.next_stamp(), m.prev_free());
           }
           off += kHeader + m.capacity();
         }
@@ -251,17 +320,17 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
       }
     }
   }
-  if (durable_) journal_.mark_dirty(c);
-  index_.invalidate_readers();  // record starts inside the chunk are going
+  if (sh.durable_) sh.journal_.mark_dirty(c);
+  sh.index_.invalidate_readers();  // record starts inside the chunk are going
   // 4'. No moved record's header stays live (recovery steps through free
   // space word by word after a torn record: it must meet no old record of
   // a key removed since).
-  for (std::uint64_t off = 0; (durable_ || out.outcome == Evacuated::no_room) && off < stop &&
+  for (std::uint64_t off = 0; (sh.durable_ || out.outcome == Evacuated::no_room) && off < stop &&
                               end - off >= record::kMinRecord;) {
     std::byte* rec = base + off;
     const record::Meta m = record::read_meta(rec);
     if (m.state() == record::State::live) {
-      record::write_free(rec, next_stamp(), m.capacity(), Location::none(), Location::none(), m.prev_free());
+      record::write_free(rec, sh.next_stamp(), m.capacity(), Location::none(), Location::none(), m.prev_free());
     }
     off += kHeader + m.capacity();
   }
@@ -279,35 +348,35 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
         if (run == end) run = off;
       } else {
         record::set_prev_free(rec, run != end);
-        if (run != end) push_free_range(Location::make(c, run), base + run, off - run, false, next_stamp());
+        if (run != end) sh.push_free_range(Location::make(c, run), base + run, off - run, false, sh.next_stamp());
         run = end;
       }
       off += bytes;
     }
     // To the last record's end (a rest under kMinRecord after it stays unused).
-    if (run != end) push_free_range(Location::make(c, run), base + run, off - run, false, next_stamp());
+    if (run != end) sh.push_free_range(Location::make(c, run), base + run, off - run, false, sh.next_stamp());
     // The moved records' free headers on disk now (every_write: a later
     // removal of a copy syncs only the copy; the original must not come
     // back after a power loss).
-    if (durable_) {
-      if (const int err = journal_.sync_chunk(c)) note_sync_error(err);
+    if (sh.durable_) {
+      if (const int err = sh.journal_.sync_chunk(c)) sh.note_sync_error(err);
     }
     return out;
   }
   // 5. Emptied: one free record on no list, its pages back to the OS.
-  const std::uint64_t size = journal_.chunk_size(c);
-  const std::uint64_t stamp = next_stamp();
+  const std::uint64_t size = sh.journal_.chunk_size(c);
+  const std::uint64_t stamp = sh.next_stamp();
   for (std::uint64_t off = 0; off < size;) {
     const std::uint64_t piece = record::free_piece(size - off);  // as revive_chunk() will push them
     record::write_free(base + off, stamp, piece - kHeader, Location::none(), Location::none(), off != 0);
     off += piece;
   }
-  journal_.set_emptied(c, true);
+  sh.journal_.set_emptied(c, true);
   ++emptied_events_;
-  if (journal_.files() != nullptr) {
+  if (sh.journal_.files() != nullptr) {
     // The pieces and the mark on disk before the hole (every mode).
-    if (const int err = journal_.sync_chunk(c)) {
-      note_sync_error(err);  // the blocks stay reserved
+    if (const int err = sh.journal_.sync_chunk(c)) {
+      sh.note_sync_error(err);  // the blocks stay reserved
       return out;
     }
   }
@@ -315,35 +384,35 @@ typename Shard<P>::Evacuated Shard<P>::evacuate(std::uint32_t c) {
   for (std::uint64_t off = 0; off < size;) {
     const std::uint64_t piece = kHeader + record::read_meta(base + off).value_len;
     // Between the header and links (first page) and the footer (last page).
-    const std::uint64_t from = round_up(off + kHeader + 24, page);  // (links and token: see queue_freed())
+    const std::uint64_t from = round_up(off + kHeader + 24, page);  // (links and token: see PageRelease::queue_freed())
     const std::uint64_t to = (off + piece - 8) / page * page;
     if (to > from) {
       discard_pages(base + from, to - from);
-      if (journal_.files() != nullptr) journal_.chunk_blocks(c, from, to - from, true);  // best effort
+      if (sh.journal_.files() != nullptr) sh.journal_.chunk_blocks(c, from, to - from, true);  // best effort
     }
     off += piece;
   }
   return out;
 }
 
-template <class P>
-bool Shard<P>::revive_chunk(std::uint64_t bytes, std::uint64_t most) noexcept {
-  const std::uint32_t c = journal_.emptied_fitting(bytes);
-  if (c == journal_.chunks() || journal_.chunk_size(c) > most) return false;
+template <class S>
+bool Compaction<S>::revive_chunk(S& sh, std::uint64_t bytes, std::uint64_t most) noexcept {
+  const std::uint32_t c = sh.journal_.emptied_fitting(bytes);
+  if (c == sh.journal_.chunks() || sh.journal_.chunk_size(c) > most) return false;
   // A file's blocks are reserved again first: no store through the mapping
   // may meet a full disk.
-  if (journal_.files() != nullptr && journal_.chunk_blocks(c, 0, journal_.chunk_size(c), false) != 0) {
+  if (sh.journal_.files() != nullptr && sh.journal_.chunk_blocks(c, 0, sh.journal_.chunk_size(c), false) != 0) {
     return false;
   }
-  journal_.set_emptied(c, false);
+  sh.journal_.set_emptied(c, false);
   // The same pieces as the emptied record, now on lists. (The generation
   // moves all the same: no reader concludes anything from what it read
   // there before.)
-  index_.invalidate_readers();
-  push_free_range(Location::make(c, 0), journal_.chunk_start(c), journal_.chunk_size(c), false,
-                  next_stamp());
+  sh.index_.invalidate_readers();
+  sh.push_free_range(Location::make(c, 0), sh.journal_.chunk_start(c), sh.journal_.chunk_size(c), false,
+                  sh.next_stamp());
   ++revived_events_;
-  revived_ms_ = now_ms();
+  revived_ms_ = sh.now_ms();
   return true;
 }
 

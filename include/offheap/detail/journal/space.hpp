@@ -43,7 +43,7 @@ template <class P>
 typename Shard<P>::Slot Shard<P>::allocate(std::uint64_t need, bool grow, std::uint64_t revive_most) {
   FreeLists::Taken t = free_.take(need);
   if (t.loc.is_none() && journal_.emptied_chunks() != 0 && need <= record::kMaxFreeCapacity &&
-      !journal_.tail_fits(record::kHeaderBytes + need) && revive_chunk(record::kHeaderBytes + need, revive_most)) {
+      !journal_.tail_fits(record::kHeaderBytes + need) && compaction_.revive_chunk(*this, record::kHeaderBytes + need, revive_most)) {
     t = free_.take(need);  // an emptied chunk before a new one (compaction.hpp)
   }
   if (!t.loc.is_none()) {
@@ -89,7 +89,7 @@ typename Shard<P>::Slot Shard<P>::allocate(std::uint64_t need, bool grow, std::u
 template <class P>
 std::uint64_t Shard<P>::companion_bytes() const noexcept {
   std::uint64_t b = index_.mapped_bytes() + wheel_.mapped_bytes() + deferred_.mapped_bytes() +
-                    dead_.mapped_bytes() + reports_.mapped_bytes() + freed_.mapped_bytes();
+                    dead_.mapped_bytes() + reports_.mapped_bytes() + pages_.mapped_bytes();
   if constexpr (kEvicts) b += policy_.stats().mapped_bytes + hits_.mapped_bytes();
   return b;
 }
@@ -103,7 +103,7 @@ void Shard<P>::push_free_range(Location l, std::byte* r, std::uint64_t bytes, bo
   while (bytes != 0) {
     const std::uint64_t piece = record::free_piece(bytes);
     free_.push(r, l, piece - record::kHeaderBytes, stamp, prev_free);
-    note_freed(l, stamp, piece - record::kHeaderBytes);
+    pages_.note_freed(*this, l, stamp, piece - record::kHeaderBytes);
     prev_free = true;
     l = Location::make(l.chunk(), l.offset() + piece);
     r += piece;
@@ -181,11 +181,8 @@ void Shard<P>::release(Location loc, std::byte* rec, std::uint64_t cap, bool pre
   const std::uint64_t stamp = next_stamp();
   free_.push(rec, loc, cap, stamp, prev_free);
   if (std::byte* next = journal_.record_after(loc, kHeader + cap)) record::set_prev_free(next, true);
-  note_freed(loc, stamp, cap);  // its whole pages may go back to the OS
-  if (!compact_wanted_ && compaction_due()) {
-    compact_wanted_ = true;  // (compact() lowers it)
-    want_round();
-  }
+  pages_.note_freed(*this, loc, stamp, cap);  // its whole pages may go back to the OS
+  compaction_.note_freed(*this);  // a round once compaction is due
 }
 
 /// release() of a record whose payload passes what a free record's 32-bit

@@ -45,6 +45,8 @@
 #include <offheap/detail/journal/free_lists.hpp>
 #include <offheap/detail/index/hash.hpp>
 #include <offheap/detail/cache/hit_buffers.hpp>
+#include <offheap/detail/compaction/compaction.hpp>
+#include <offheap/detail/compaction/page_release.hpp>
 #include <offheap/detail/index/index.hpp>
 #include <offheap/detail/journal/journal.hpp>
 #include <offheap/detail/index/location.hpp>
@@ -149,11 +151,11 @@ class alignas(64) Shard {
         deferred_(name), dead_(name), reports_on_(config.report_removals),
         reports_(name, "the removal listener's queue"), policy_(name),
         count_hits_(kEvicts && !(config.journal.files != nullptr && config.journal.files->read_only)),
-        hits_(name), clock_(config.clock), wheel_(name, now_ms()), freed_(name, "the freed-pages queue"),
+        hits_(name), clock_(config.clock), wheel_(name, now_ms()), pages_(name),
         tracks_expiry_(!(config.journal.files != nullptr && config.journal.files->read_only)),
-        compact_factor_(config.journal.files != nullptr && config.journal.files->read_only
-                            ? 0.0
-                            : config.compaction_factor) {}
+        compaction_(config.journal.files != nullptr && config.journal.files->read_only
+                        ? 0.0
+                        : config.compaction_factor) {}
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
   /// Requires: no reader or writer is using the shard any more.
@@ -286,18 +288,22 @@ class alignas(64) Shard {
   /// freed) and past the journal's tail back to the OS, up to about
   /// `max_bytes`; returns the bytes handed back. `more`: candidates are
   /// left. Takes the lock.
-  std::uint64_t release_pages(std::uint64_t max_bytes, bool* more = nullptr);
+  std::uint64_t release_pages(std::uint64_t max_bytes, bool* more = nullptr) {
+    return pages_.release_pages(*this, max_bytes, more);
+  }
 
   // ---- compaction (compaction.hpp) ---------------------------------------------
 
   /// Whether the journal outside emptied chunks holds more than
   /// compaction_factor times the live records' bytes (and 1 MiB more).
-  bool compaction_due() const noexcept;
+  bool compaction_due() const noexcept { return compaction_.compaction_due(*this); }
   /// Empties the sparsest chunks until that is no longer so, or about
   /// `max_bytes` were moved; returns the bytes moved. `more`: work is
   /// left. After a round that could do nothing more, the next waits a
   /// second, unless `now_anyway` (maintain()). Takes the lock.
-  std::uint64_t compact(std::uint64_t max_bytes, bool* more = nullptr, bool now_anyway = false);
+  std::uint64_t compact(std::uint64_t max_bytes, bool* more = nullptr, bool now_anyway = false) {
+    return compaction_.compact(*this, max_bytes, more, now_anyway);
+  }
 
   /// Drops every record. The index is replaced by an empty table (the old
   /// one retired as after growth; emptied in place if no memory is left),
@@ -594,25 +600,6 @@ class alignas(64) Shard {
                        std::uint64_t stamp) noexcept;
   void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
   void release_huge(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
-  // compaction.hpp
-  struct Evacuated {
-    enum Outcome { emptied, waits, no_room } outcome = emptied;
-    std::uint64_t moved = 0;  // journal bytes written elsewhere
-  };
-  Evacuated evacuate(std::uint32_t c);
-  bool revive_chunk(std::uint64_t bytes, std::uint64_t most) noexcept;
-  static constexpr std::uint64_t kCompactFloor = std::uint64_t{1} << 20;
-  static constexpr std::uint64_t kCompactRetryMs = 1000;
-  static constexpr std::uint64_t kCompactMinHoles = 8;  // free records a chunk needs to be emptied
-  // page_release.hpp
-  void note_freed(Location loc, std::uint64_t stamp, std::uint64_t cap) noexcept;
-  void queue_freed(Location loc, std::uint64_t stamp) noexcept;
-  /// The word a queued free record holds at payload byte 16 (see
-  /// note_freed()).
-  std::uint64_t freed_token(std::uint64_t stamp) const noexcept { return mix64(stamp ^ token_secret_); }
-  /// Whether the free records hold an eighth of the journal or more: only
-  /// then do their pages go back to the OS (page_release.hpp).
-  bool worth_releasing() const noexcept { return free_.total_bytes() * 8 >= journal_.active_bytes(); }
   void want_round() noexcept {
     // seq_cst: as in schedule_expiry(), against the maintenance thread's
     // plan (OffHeapStore's due()).
@@ -620,10 +607,9 @@ class alignas(64) Shard {
   }
   /// next_due_ after a round: the wheel's next event, or now while work is left.
   void plan_next_round(std::uint64_t now) noexcept {
-    const bool busy = sweeping_ || journal_.tail_high() > journal_.tail_offset() || !freed_.empty() ||
-                      (!releasing_ && worth_releasing() && free_.total_bytes() >= 2 * page_size());
+    const bool busy = sweeping_ || journal_.tail_high() > journal_.tail_offset() || pages_.wants_round(*this);
     std::uint64_t next = busy ? now : wheel_.next_event();
-    if (compaction_due()) next = std::min(next, std::max(now, compact_retry_ms_));
+    if (compaction_due()) next = std::min(next, std::max(now, compaction_.retry_ms()));
     next_due_.store(next, std::memory_order_seq_cst);
   }
   void retract_over_free(Location loc, std::byte* rec) noexcept;
@@ -826,33 +812,16 @@ class alignas(64) Shard {
   ExpiryWheel wheel_;
   std::atomic<std::uint64_t> next_due_{ExpiryWheel::kNever};  // see next_due()
   std::uint64_t expirations_ = 0;  // records removed because their deadline passed
-  // Memory back to the OS (page_release.hpp).
-  struct Freed {
-    std::uint64_t loc;
-    std::uint64_t stamp;
-    std::uint64_t done;  // payload bytes from which release_pages() goes on (a record cut in slices)
-  };
-  static constexpr std::uint64_t kFreedQueueMost = 65536;  // entries (1.5 MiB): then the oldest go
-  MappedFifo<Freed> freed_;            // free records with whole pages inside, oldest first
-  std::uint64_t released_bytes_ = 0;   // handed back to the OS so far
-  std::uint64_t freed_dropped_ = 0;    // candidates dropped (queue full, or no room for it)
-  std::uint64_t token_secret_ = random_u64();  // see queue_freed()
-  bool releasing_ = false;  // free records hold an eighth of the journal: frees are queued
+  // Memory back to the OS (compaction/page_release.hpp).
+  friend class PageRelease<Shard>;
+  PageRelease<Shard> pages_;
   bool sweeping_ = false;          // a sweep of stale wheel entries is under way
   bool tracks_expiry_;             // writable: the wheel holds every deadline (read-only: empty)
   bool had_deadlines_ = false;     // a record with a deadline was written since the shard was
                                    // created or cleared (saved: see format::kStateDeadlines)
-  // Compaction (compaction.hpp).
-  double compact_factor_;
-  std::uint64_t compact_retry_ms_ = 0;  // no compaction before (ms, the store's clock)
-  bool compact_wanted_ = false;         // release() asked for a round
-  std::uint64_t revived_ms_ = 0;        // when a writer last took an emptied chunk back
-  std::uint64_t waited_[16] = {};       // chunk << 48 | its free bytes, when it had to wait
-  unsigned waited_next_ = 0;
-  std::uint64_t compacted_records_ = 0;
-  std::uint64_t compacted_bytes_ = 0;
-  std::uint64_t emptied_events_ = 0;
-  std::uint64_t revived_events_ = 0;
+  // Compaction (compaction/compaction.hpp).
+  friend class Compaction<Shard>;
+  Compaction<Shard> compaction_;
 };
 
 }  // namespace offheap::detail
@@ -874,5 +843,3 @@ class alignas(64) Shard {
 #include <offheap/detail/cache/removal_reports.hpp>
 #include <offheap/detail/shard/stats.hpp>
 #include <offheap/detail/expiry/expiry_shard.hpp>
-#include <offheap/detail/compaction/page_release.hpp>
-#include <offheap/detail/compaction/compaction.hpp>

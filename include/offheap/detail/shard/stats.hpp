@@ -28,10 +28,8 @@ void Shard<P>::add_stats(Stats& s) const {
   s.records += records_.load(std::memory_order_relaxed);
   s.expirations += expirations_;
   s.expiry_entries += wheel_.size();
-  s.mapped_bytes += wheel_.mapped_bytes() + freed_.mapped_bytes();
-  s.released_bytes += released_bytes_;
-  s.release_pending += freed_.size();
-  s.release_dropped += freed_dropped_;
+  s.mapped_bytes += wheel_.mapped_bytes();
+  pages_.add_stats(s);
   s.key_value_bytes += key_value_bytes_;
   s.live_bytes += live_bytes_;
   s.free_records += free_.total_records();
@@ -51,10 +49,7 @@ void Shard<P>::add_stats(Stats& s) const {
   s.chunks += journal_.chunks();
   s.emptied_chunks += journal_.emptied_chunks();
   s.emptied_bytes += journal_.emptied_bytes();
-  s.compacted_records += compacted_records_;
-  s.compacted_bytes += compacted_bytes_;
-  s.chunks_emptied += emptied_events_;
-  s.chunks_revived += revived_events_;
+  compaction_.add_stats(s);
   s.index_capacity += index_.capacity();
   s.index_tombstones += index_.tombstones();
   s.retired_tables += index_.retired_tables();

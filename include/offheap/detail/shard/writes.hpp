@@ -377,8 +377,7 @@ void Shard<P>::clear() noexcept {
   policy_.clear();
   wheel_.reset(now_ms());
   next_due_.store(ExpiryWheel::kNever, std::memory_order_seq_cst);
-  freed_.clear();  // (reset() below hands every chunk's pages back)
-  releasing_ = false;
+  pages_.clear();  // (reset() below hands every chunk's pages back)
   had_deadlines_ = false;
   // The readers' buffered hits name records that are gone: a drain would
   // hand them to the emptied policy (W-TinyLFU would count their keys).

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// The store's calls over many keys: get_all(), put_all(), remove_all().
+// The store's writes over many keys: put_all(), remove_all() (get_all() is
+// a read: reads.hpp, with the slice below).
 // Keys go in slices of 64: hashed once, their shards' index lines
 // prefetched (reads), and grouped by shard so that a write takes each
 // shard's lock once per slice (Shard::write_batch, erase_batch).
 #pragma once
 
-#include <offheap/store.hpp>
+#include <offheap/detail/store/engine.hpp>
+#include <offheap/detail/store/upkeep.hpp>
+#include <offheap/expiry.hpp>
 
 #include <array>
 #include <cstddef>
@@ -17,8 +20,7 @@
 #include <tuple>
 #include <utility>
 
-namespace offheap {
-namespace detail {
+namespace offheap::detail {
 
 /// One slice of keys: their hashes, and their positions ordered by shard
 /// (stable: a shard's keys keep the caller's order).
@@ -43,49 +45,35 @@ struct BatchSlice {
   }
 };
 
-}  // namespace detail
+/// put_all() and remove_all(), built per call on the store's engine and
+/// Upkeep, which outlive it. Every entry is checked before any is written;
+/// keys go in slices of 64, hashed once and grouped by shard, each shard's
+/// run written under one hold of its lock (and at_limit()'s waits).
+template <Policy P>
+class Batches {
+ public:
+  using Engine = StoreEngine<P>;
+  using Shard = typename Engine::Shard;
+  Batches(Engine& e, Upkeep<P>& u) noexcept : e_(e), u_(u) {}
+
+  std::size_t put_all(std::span<const std::pair<std::string_view, std::string_view>> entries, Ttl ttl);
+  std::size_t remove_all(std::span<const std::string_view> keys);
+
+ private:
+  /// Keys key_of(0..count-1) in slices of 64, each slice's run of keys in
+  /// one shard handed to run(shard, n, done, at) under at_limit() (at(j):
+  /// the j-th key's index in the call and hash).
+  template <class KeyOf, class Run>
+  void by_shard_slices(std::size_t count, KeyOf&& key_of, Run&& run);
+
+  Engine& e_;
+  Upkeep<P>& u_;
+};
 
 template <Policy P>
-std::size_t OffHeapStore<P>::get_all(std::span<const std::string_view> keys,
-                                     std::span<std::optional<std::string>> values) const {
-  if (values.size() < keys.size()) [[unlikely]] {
-    throw Error(Errc::invalid_argument, name() + ": get_all() of " + std::to_string(keys.size()) +
-                                            " keys into " + std::to_string(values.size()) + " values");
-  }
-  std::size_t found = 0;
-  std::array<std::uint64_t, detail::BatchSlice::kKeys> hash;
-  for (std::size_t base = 0; base < keys.size(); base += hash.size()) {
-    const std::size_t n = std::min(hash.size(), keys.size() - base);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::string_view k = keys[base + i];
-      hash[i] = k.size() <= kMaxKeyBytes ? e_.hash_(k) : 0;
-      e_.shards_.for_hash(hash[i]).prefetch(hash[i]);
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      std::optional<std::string>& out = values[base + i];
-      if (!out) out.emplace();
-      std::string& v = *out;
-      const bool hit = e_.find(keys[base + i], hash[i], true,
-                            [&](detail::Location, const std::byte* rec, const detail::record::Meta& m,
-                                std::uint64_t stamp) {
-                              v.resize(m.value_len);
-                              detail::record::copy_out(v.data(), rec, m.key_len, m.value_len);
-                              return detail::record::validate(rec, stamp);
-                            });
-      if (hit) {
-        ++found;
-      } else {
-        out.reset();
-      }
-    }
-  }
-  return found;
-}
-
-template <Policy P>
-std::size_t OffHeapStore<P>::put_all(std::span<const std::pair<std::string_view, std::string_view>> entries,
+std::size_t Batches<P>::put_all(std::span<const std::pair<std::string_view, std::string_view>> entries,
                                      Ttl ttl) {
-  check_writable();
+  e_.check_writable(u_.thread());
   const std::uint64_t deadline = e_.deadline_for(ttl);
   for (const auto& [k, v] : entries) {
     e_.check(k, v.size());
@@ -104,8 +92,8 @@ std::size_t OffHeapStore<P>::put_all(std::span<const std::pair<std::string_view,
 }
 
 template <Policy P>
-std::size_t OffHeapStore<P>::remove_all(std::span<const std::string_view> keys) {
-  check_writable();
+std::size_t Batches<P>::remove_all(std::span<const std::string_view> keys) {
+  e_.check_writable(u_.thread());
   for (const std::string_view k : keys) e_.check_key(k);
   std::size_t removed = 0;
   by_shard_slices(keys.size(), [&](std::size_t i) { return keys[i]; },
@@ -120,8 +108,8 @@ std::size_t OffHeapStore<P>::remove_all(std::span<const std::string_view> keys) 
 
 template <Policy P>
 template <class KeyOf, class Run>
-void OffHeapStore<P>::by_shard_slices(std::size_t count, KeyOf&& key_of, Run&& run) {
-  detail::BatchSlice slice;
+void Batches<P>::by_shard_slices(std::size_t count, KeyOf&& key_of, Run&& run) {
+  BatchSlice slice;
   for (std::size_t base = 0; base < count; base += slice.kKeys) {
     slice.n = std::min(slice.kKeys, count - base);
     for (std::size_t i = 0; i < slice.n; ++i) {
@@ -140,14 +128,14 @@ void OffHeapStore<P>::by_shard_slices(std::size_t count, KeyOf&& key_of, Run&& r
         return std::pair<std::size_t, std::uint64_t>(base + k, slice.hash[k]);
       };
       std::size_t done = 0;  // carried over the memory limit's retries
-      upkeep_.at_limit(s, [&] {
+      u_.at_limit(s, [&] {
         run(s, last - first, done, at);
         return true;
       });
-      upkeep_.nudge(s);
+      u_.nudge(s);
       first = last;
     }
   }
 }
 
-}  // namespace offheap
+}  // namespace offheap::detail

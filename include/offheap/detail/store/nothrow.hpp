@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The store's calls for code that does not throw: open(options, ec) and the
-// writes taking a std::error_code&. Each runs the throwing form and turns
-// what it throws into ec. The throwing form changes nothing when it throws
+// The store's calls for code that does not throw (open(options, ec) and
+// the writes taking a std::error_code&, in store.hpp) run the throwing form
+// through no_throw(), which turns what it throws into ec. The throwing form changes nothing when it throws
 // (error.hpp), so neither does its twin when it sets ec.
 #pragma once
 
-#include <offheap/store.hpp>
+#include <offheap/error.hpp>
+
+#include <exception>
 
 #include <new>
 #include <string>
@@ -55,81 +57,13 @@ R no_throw(std::error_code& ec, std::string* message, R failed, F&& fn) noexcept
 
 struct Done {};  // the result of a twin of a call returning void
 
+/// no_throw() for a call returning void.
+template <class F>
+void no_throw_void(std::error_code& ec, F&& fn) noexcept {
+  (void)no_throw(ec, nullptr, Done{}, [&] {
+    fn();
+    return Done{};
+  });
+}
+
 }  // namespace offheap::detail
-
-namespace offheap {
-
-template <Policy P>
-std::unique_ptr<OffHeapStore<P>> OffHeapStore<P>::open(Options options, std::error_code& ec,
-                                                       std::string* message) noexcept {
-  return detail::no_throw(ec, message, std::unique_ptr<OffHeapStore>(),
-                          [&] { return std::make_unique<OffHeapStore>(std::move(options)); });
-}
-
-template <Policy P>
-Computed OffHeapStore<P>::put(std::string_view key, std::string_view value, std::error_code& ec,
-                              Ttl ttl) noexcept {
-  return detail::no_throw(ec, nullptr, Computed::unchanged, [&] { return put(key, value, ttl); });
-}
-
-template <Policy P>
-bool OffHeapStore<P>::put_if_absent(std::string_view key, std::string_view value, std::error_code& ec,
-                                    Ttl ttl) noexcept {
-  return detail::no_throw(ec, nullptr, false, [&] { return put_if_absent(key, value, ttl); });
-}
-
-template <Policy P>
-bool OffHeapStore<P>::replace(std::string_view key, std::string_view value, std::error_code& ec,
-                              Ttl ttl) noexcept {
-  return detail::no_throw(ec, nullptr, false, [&] { return replace(key, value, ttl); });
-}
-
-template <Policy P>
-bool OffHeapStore<P>::replace(std::string_view key, std::string_view expected, std::string_view desired,
-                              std::error_code& ec, Ttl ttl) noexcept {
-  return detail::no_throw(ec, nullptr, false, [&] { return replace(key, expected, desired, ttl); });
-}
-
-template <Policy P>
-bool OffHeapStore<P>::remove(std::string_view key, std::error_code& ec) noexcept {
-  return detail::no_throw(ec, nullptr, false, [&] { return remove(key); });
-}
-
-template <Policy P>
-bool OffHeapStore<P>::remove(std::string_view key, std::string_view expected, std::error_code& ec) noexcept {
-  return detail::no_throw(ec, nullptr, false, [&] { return remove(key, expected); });
-}
-
-template <Policy P>
-template <class T>
-  requires PaddingFreeValue<T>
-Computed OffHeapStore<P>::put_value(std::string_view key, const T& value, std::error_code& ec,
-                                    Ttl ttl) noexcept {
-  return detail::no_throw(ec, nullptr, Computed::unchanged, [&] { return put_value(key, value, ttl); });
-}
-
-template <Policy P>
-void OffHeapStore<P>::clear(std::error_code& ec) noexcept {
-  detail::no_throw(ec, nullptr, detail::Done{}, [&] {
-    clear();
-    return detail::Done{};
-  });
-}
-
-template <Policy P>
-void OffHeapStore<P>::sync(std::error_code& ec) noexcept {
-  detail::no_throw(ec, nullptr, detail::Done{}, [&] {
-    sync();
-    return detail::Done{};
-  });
-}
-
-template <Policy P>
-void OffHeapStore<P>::close(std::error_code& ec) noexcept {
-  detail::no_throw(ec, nullptr, detail::Done{}, [&] {
-    close();
-    return detail::Done{};
-  });
-}
-
-}  // namespace offheap

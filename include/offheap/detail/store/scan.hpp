@@ -3,10 +3,13 @@
 // call), scan and scan_keys (resumable steps, a Cursor between them). Each
 // call is a walk of the shards' index tables (Shard::for_each, Shard::scan
 // in walk.hpp) inside the store's WalkGate, so that a table replaced
-// during the call stays readable until the call ends.
+// during the call stays readable until the call ends. Walks<P> holds no
+// state: it is made per call on the store's engine.
 #pragma once
 
-#include <offheap/store.hpp>
+#include <offheap/cursor.hpp>
+#include <offheap/detail/store/engine.hpp>
+#include <offheap/error.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -102,64 +105,92 @@ struct WalkStay {
   unsigned ticket;
 };
 
-}  // namespace offheap::detail
+/// The store's walks, built per call on its engine (engine.hpp), which
+/// outlives it. What each promises is stated at OffHeapStore::for_each and
+/// OffHeapStore::scan; the string_views handed to fn are valid only during
+/// each call (they point into the walk's copy buffers).
+template <Policy P>
+class Walks {
+ public:
+  using Engine = StoreEngine<P>;
+  using Shard = typename Engine::Shard;
+  explicit Walks(const Engine& e) noexcept : e_(e) {}
 
-namespace offheap {
+  template <class F>
+  void for_each(F&& fn) const;
+  template <class F>
+  void for_each_key(F&& fn) const;
+  template <class F>
+  std::size_t scan(Cursor& cursor, std::size_t max_records, F&& fn) const;
+  template <class F>
+  std::size_t scan_keys(Cursor& cursor, std::size_t max_records, F&& fn) const;
+
+ private:
+  /// Every shard's records to call(WalkCopy), in one walk inside the gate.
+  template <class F>
+  void walk_all(bool values, F& call) const;
+  /// Up to max_records from where `cursor` stands; written back at the end.
+  template <class F>
+  std::size_t walk_steps(Cursor& cursor, std::size_t max_records, bool values, F& call) const;
+
+  const Engine& e_;
+};
+
 
 template <Policy P>
 template <class F>
-void OffHeapStore<P>::for_each(F&& fn) const {
+void Walks<P>::for_each(F&& fn) const {
   static_assert(std::is_invocable_v<F&, std::string_view, std::string_view, std::uint8_t> ||
                     std::is_invocable_v<F&, std::string_view, std::string_view>,
                 "for_each's fn takes (std::string_view key, std::string_view value"
                 "[, std::uint8_t type])");
-  const auto call = [&](const detail::WalkCopy& c) { (void)detail::call_walker(fn, c); };
+  const auto call = [&](const WalkCopy& c) { (void)call_walker(fn, c); };
   walk_all(true, call);
 }
 
 template <Policy P>
 template <class F>
-void OffHeapStore<P>::for_each_key(F&& fn) const {
+void Walks<P>::for_each_key(F&& fn) const {
   static_assert(std::is_invocable_v<F&, std::string_view, std::uint8_t> ||
                     std::is_invocable_v<F&, std::string_view>,
                 "for_each_key's fn takes (std::string_view key[, std::uint8_t type])");
-  const auto call = [&](const detail::WalkCopy& c) { (void)detail::call_walker(fn, c); };
+  const auto call = [&](const WalkCopy& c) { (void)call_walker(fn, c); };
   walk_all(false, call);
 }
 
 template <Policy P>
 template <class F>
-std::size_t OffHeapStore<P>::scan(Cursor& cursor, std::size_t max_records, F&& fn) const {
+std::size_t Walks<P>::scan(Cursor& cursor, std::size_t max_records, F&& fn) const {
   static_assert(std::is_invocable_v<F&, std::string_view, std::string_view, std::uint8_t> ||
                     std::is_invocable_v<F&, std::string_view, std::string_view>,
                 "scan's fn takes (std::string_view key, std::string_view value"
                 "[, std::uint8_t type]) and returns void or bool (false: stop)");
-  const auto call = [&](const detail::WalkCopy& c) { return detail::call_walker(fn, c); };
+  const auto call = [&](const WalkCopy& c) { return call_walker(fn, c); };
   return walk_steps(cursor, max_records, true, call);
 }
 
 template <Policy P>
 template <class F>
-std::size_t OffHeapStore<P>::scan_keys(Cursor& cursor, std::size_t max_records, F&& fn) const {
+std::size_t Walks<P>::scan_keys(Cursor& cursor, std::size_t max_records, F&& fn) const {
   static_assert(std::is_invocable_v<F&, std::string_view, std::uint8_t> ||
                     std::is_invocable_v<F&, std::string_view>,
                 "scan_keys's fn takes (std::string_view key[, std::uint8_t type]) and returns "
                 "void or bool (false: stop)");
-  const auto call = [&](const detail::WalkCopy& c) { return detail::call_walker(fn, c); };
+  const auto call = [&](const WalkCopy& c) { return call_walker(fn, c); };
   return walk_steps(cursor, max_records, false, call);
 }
 
 template <Policy P>
 template <class F>
-void OffHeapStore<P>::walk_all(bool values, F& call) const {
-  detail::WalkBuffers buffers(values);
-  const detail::WalkStay stay(e_.walks_);
+void Walks<P>::walk_all(bool values, F& call) const {
+  WalkBuffers buffers(values);
+  const WalkStay stay(e_.walks_);
   for (const Shard& s : e_.shards_) s.for_each(call, buffers.copy());
 }
 
 template <Policy P>
 template <class F>
-std::size_t OffHeapStore<P>::walk_steps(Cursor& cursor, std::size_t max_records, bool values,
+std::size_t Walks<P>::walk_steps(Cursor& cursor, std::size_t max_records, bool values,
                                         F& call) const {
   if (cursor.done_ || max_records == 0) return 0;
   // The step works on a copy of the cursor, written back when it ends (an
@@ -177,7 +208,7 @@ std::size_t OffHeapStore<P>::walk_steps(Cursor& cursor, std::size_t max_records,
     // taken again from the start.
     if (c.shard_ >= e_.shards_.size()) {
       throw Error(Errc::invalid_argument,
-                  name() + ": scan() with a cursor in shard " + std::to_string(c.shard_) +
+                  e_.name() + ": scan() with a cursor in shard " + std::to_string(c.shard_) +
                       " of a store with " + std::to_string(e_.shards_.size()) + " shards");
     }
     if (c.store_ != 0 && c.position_ != 0) ++c.restarts_;
@@ -185,9 +216,9 @@ std::size_t OffHeapStore<P>::walk_steps(Cursor& cursor, std::size_t max_records,
     c.position_ = 0;
     c.serial_ = ~std::uint64_t{0};
   }
-  detail::WalkBuffers buffers(values);
+  WalkBuffers buffers(values);
   std::uint64_t budget = max_records;
-  const detail::WalkStay stay(e_.walks_);
+  const WalkStay stay(e_.walks_);
   while (c.shard_ < e_.shards_.size()) {
     if (!e_.shards_.begin()[c.shard_].scan(c.position_, c.serial_, c.restarts_, budget, call,
                                         buffers.copy())) {
@@ -201,4 +232,4 @@ std::size_t OffHeapStore<P>::walk_steps(Cursor& cursor, std::size_t max_records,
   return static_cast<std::size_t>(max_records - budget);
 }
 
-}  // namespace offheap
+}  // namespace offheap::detail

@@ -117,7 +117,7 @@ struct Shard<P>::EvictHost {
       // of its key is free on disk, so that a crash brings back at most
       // this one, the key's latest value (an eviction, not a removal the
       // application asked for). Else the store syncs and tries again.
-      if (!s.defer_frees_ || s.reports_on_ || record::read_stamp(rec) >= s.settled_below_) throw;
+      if (!s.defer_frees_ || s.removals_.on() || record::read_stamp(rec) >= s.settled_below_) throw;
       marker = Slot{};
       ++s.markerless_evictions_;
     }
@@ -131,7 +131,7 @@ struct Shard<P>::EvictHost {
     if (s.own_.active && s.own_.loc == h.loc && !s.own_.evicted) {
       s.own_.evicted = true;
       s.own_.limit_counted = s.limit_round_;
-      s.own_.report = s.reports_on_ ? &s.reports_.back() : nullptr;
+      s.own_.report = s.removals_.on() ? s.removals_.last() : nullptr;
     }
   }
 
@@ -285,7 +285,7 @@ void Shard<P>::rebuild_policy(bool may_evict) {
         // a marker when none finds room). Else (a listener's reports wait for the
         // maintenance thread, not started yet) nothing frees them now.
         idle_syncs = next == next_before && evictions_ == evicted_before ? idle_syncs + 1 : 0;
-        if (!defer_frees_ || reports_on_ || idle_syncs > 2 || (deferred_records() == 0 && !unsettled())) {
+        if (!defer_frees_ || removals_.on() || idle_syncs > 2 || (deferred_records() == 0 && !unsettled())) {
           std::rethrow_exception(refused);
         }
         if (const int err = sync(false)) sync_failed(err);
@@ -378,7 +378,7 @@ bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
   const std::uint64_t before = live_bytes_, evicted = evictions_;
   // Evictions that free only after a report or a sync (the caller's, in
   // Upkeep::free_waiting_removals()) take 1/16 at once: fewer of those.
-  const std::uint64_t share = reports_on_ || defer_frees_ ? before / 16 : before / 128;
+  const std::uint64_t share = removals_.on() || defer_frees_ ? before / 16 : before / 128;
   const std::uint64_t want = bytes + (share << std::min<std::uint64_t>(round - 1, 4));
   // (A write's own record evicted here is counted in limit_evictions_;
   // the flag goes down however this ends.)
@@ -403,7 +403,7 @@ bool Shard<P>::evict_for_room(std::uint64_t bytes, std::uint64_t round) {
   // (Periodic: even when evictions without markers freed room at once, the
   // caller's retry goes through the store, which syncs: retried here, the
   // rounds' doubling shares would evict most of the shard for one write.)
-  return live_bytes_ < before && !reports_on_ && !defer_frees_;
+  return live_bytes_ < before && !removals_.on() && !defer_frees_;
 }
 
 template <class P>

@@ -125,7 +125,7 @@ template <class S>
 bool Compaction<S>::compaction_due(const S& sh) const noexcept {
   if (!(compact_factor_ > 0)) return false;
   const std::uint64_t active = sh.journal_.active_bytes();
-  const std::uint64_t held = sh.live_bytes_ + sh.retired_bytes_;
+  const std::uint64_t held = sh.live_bytes_ + sh.removals_.retired_bytes();
   return active > held + kCompactFloor &&
          static_cast<double>(active) > compact_factor_ * static_cast<double>(held);
 }
@@ -260,7 +260,7 @@ typename Compaction<S>::Evacuated Compaction<S>::evacuate(S& sh, std::uint32_t c
     typename S::Slot s{Location::none(), nullptr, 0, false};
     try {
       if constexpr (S::kEvicts) sh.reserve_policy();
-      if (deadline != 0) sh.wheel_.reserve_one();
+      if (deadline != 0) sh.expiry_.reserve_one();
       s = sh.allocate(need, false, sh.journal_.chunk_size(c));  // an emptied chunk only if no larger
     } catch (const Error&) {
       s.loc = Location::none();  // no memory for the policy, the wheel or the free lists' count

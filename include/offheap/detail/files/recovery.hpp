@@ -298,7 +298,7 @@ void Shard<P>::queue_adopt(Location loc, const std::byte* rec, const record::Met
   const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
   const std::uint64_t h = hash_(key);
   index_.prefetch(h);
-  if ((load_relaxed(word_at(rec + 16)) >> 32) != 0) had_deadlines_ = true;  // rebuild_expiry() looks
+  if ((load_relaxed(word_at(rec + 16)) >> 32) != 0) expiry_.note_deadlines(true);  // rebuild_expiry() looks
   batch_[batch_size_++] = PendingAdopt{loc, rec, m, stamp, h};
   if (batch_size_ == kAdoptBatch) adopt_batch(losers);
 }

@@ -11,45 +11,54 @@
 // Shard::release).
 #pragma once
 
-#include <offheap/detail/shard/shard.hpp>
-
-#include <cstdint>
-#include <cstring>
-#include <string>
-#include <vector>
+#include <offheap/detail/files/file.hpp>
+#include <offheap/detail/files/format.hpp>
+#include <offheap/detail/journal/crc32c.hpp>
+#include <offheap/detail/index/index.hpp>
+#include <offheap/detail/journal/free_lists.hpp>
 
 namespace offheap::detail {
+
+/// A shard's state file, saved at a clean close and loaded at the next open
+/// (S: the shard, which lets it in and forwards to it); no state of its own.
+template <class S>
+class ShardStateFile {
+ public:
+  static void save_state(S& sh, std::uint64_t generation);
+  static bool load_state(S& sh, std::uint64_t generation, std::string& why);
+  static std::uint64_t body_hash(const std::uint64_t* free_table, const std::uint64_t* index_head, const std::uint64_t* slots, std::uint64_t slot_words) noexcept;
+};
 
 /// Writes this shard's state file for a clean close at `generation`:
 /// counters, the free-list table and the index table. Durable once the
 /// caller syncs the directory. Requires: no writer is active.
-template <class P>
-void Shard<P>::save_state(std::uint64_t generation) {
-  const FileBacking& f = *journal_.files();
-  const StoreName& store = journal_.store_name();
-  const IndexTable* t = index_.table();
+template <class S>
+void ShardStateFile<S>::save_state(S& sh, std::uint64_t generation) {
+  const FileBacking& f = *sh.journal_.files();
+  const StoreName& store = sh.journal_.store_name();
+  const IndexTable* t = sh.index_.table();
   const std::uint64_t page = page_size();
   format::StateHeader h{};
   std::memcpy(h.magic, format::kStateMagic, 8);
   h.format_version = format::kFormatVersion;
-  h.shard = number_;
+  h.shard = sh.number_;
   h.store_id = f.store_id;
   h.generation = generation;
-  h.chunks = journal_.chunks();
-  h.tail_chunk = journal_.tail_chunk();
-  h.tail_offset = journal_.tail_offset();
-  h.stamp = stamp_;
-  h.records = size();
-  h.key_value_bytes = key_value_bytes_;
-  h.live_bytes = live_bytes_;
-  h.puts = puts_;
-  h.removes = removes_;
-  h.flags = had_deadlines_ ? format::kStateDeadlines : 0;
-  h.free_records = free_.total_records();
-  h.free_bytes = free_.total_bytes();
+  h.chunks = sh.journal_.chunks();
+  h.tail_chunk = sh.journal_.tail_chunk();
+  h.tail_offset = sh.journal_.tail_offset();
+  h.stamp = sh.stamp_;
+  h.records = sh.size();
+  h.key_value_bytes = sh.key_value_bytes_;
+  h.live_bytes = sh.live_bytes_;
+  h.puts = sh.puts_;
+  h.removes = sh.removes_;
+  h.flags = sh.expiry_.had_deadlines() ? format::kStateDeadlines : 0;
+  h.free_records = sh.free_.total_records();
+  h.free_bytes = sh.free_.total_bytes();
   h.index_capacity = t->capacity();
-  h.index_full = index_.size();
-  h.index_tombstones = index_.tombstones();
+  h.index_full = sh.index_.size();
+  h.index_tombstones = sh.index_.tombstones();
   h.free_table_offset = round_up(sizeof h, page);
   h.free_table_bytes = FreeLists::table_size();
   h.index_offset = round_up(h.free_table_offset + h.free_table_bytes, page);
@@ -60,18 +69,18 @@ void Shard<P>::save_state(std::uint64_t generation) {
   head.from_file = 0;
   const auto* slots = reinterpret_cast<const std::uint64_t*>(t + 1);
   const std::uint64_t slot_words = (t->mapped_bytes - sizeof(IndexTable)) / 8;
-  h.body_hash = body_hash(static_cast<const std::uint64_t*>(free_.table_bytes()),
+  h.body_hash = body_hash(static_cast<const std::uint64_t*>(sh.free_.table_bytes()),
                           reinterpret_cast<const std::uint64_t*>(&head), slots, slot_words);
   format::seal(h);
 
-  const std::string name = format::state_file_name(number_);
+  const std::string name = format::state_file_name(sh.number_);
   const std::string tmp = name + ".tmp";
   const std::string path = f.dir_path + "/" + tmp;
   Fd fd(open_at(f.dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC));
   if (!fd) throw_os(errno, store, "creating " + path);
   try {
     write_at(fd.get(), &h, sizeof h, 0, store, path);
-    write_at(fd.get(), free_.table_bytes(), h.free_table_bytes, h.free_table_offset, store, path);
+    write_at(fd.get(), sh.free_.table_bytes(), h.free_table_bytes, h.free_table_offset, store, path);
     write_at(fd.get(), &head, sizeof head, h.index_offset, store, path);
     write_at(fd.get(), slots, slot_words * 8, h.index_offset + sizeof head, store, path);
     sync_file(fd.get(), store, path);
@@ -89,14 +98,14 @@ void Shard<P>::save_state(std::uint64_t generation) {
 /// records. Returns false, with the shard unchanged and `why` set, if the
 /// file is missing or anything in it fails a check (the caller then
 /// rebuilds). Requires: chunks attached, no other thread in the shard.
-template <class P>
-bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
-  const FileBacking& f = *journal_.files();
-  const StoreName& store = journal_.store_name();
-  const std::string name = format::state_file_name(number_);
+template <class S>
+bool ShardStateFile<S>::load_state(S& sh, std::uint64_t generation, std::string& why) {
+  const FileBacking& f = *sh.journal_.files();
+  const StoreName& store = sh.journal_.store_name();
+  const std::string name = format::state_file_name(sh.number_);
   const std::string path = f.dir_path + "/" + name;
-  if (journal_.clear_marked()) {  // never after a clean close but in a damaged store
-    why = "a clear() of shard " + std::to_string(number_) + " was cut short";
+  if (sh.journal_.clear_marked()) {  // never after a clean close but in a damaged store
+    why = "a sh.clear() of shard " + std::to_string(sh.number_) + " was cut short";
     return false;
   }
   Fd fd(open_at(f.dir_fd, name, O_RDONLY));
@@ -115,13 +124,13 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   const std::uint64_t page = page_size();
   const std::uint64_t cap = h.index_capacity;
   const bool tail_ok =
-      h.tail_chunk < journal_.chunks()
-          ? h.tail_offset <= journal_.chunk_size(static_cast<std::uint32_t>(h.tail_chunk)) &&
-                format::end_of(journal_.end_word(static_cast<std::uint32_t>(h.tail_chunk))) ==
+      h.tail_chunk < sh.journal_.chunks()
+          ? h.tail_offset <= sh.journal_.chunk_size(static_cast<std::uint32_t>(h.tail_chunk)) &&
+                format::end_of(sh.journal_.end_word(static_cast<std::uint32_t>(h.tail_chunk))) ==
                     h.tail_offset
-          : h.tail_chunk == journal_.chunks() && h.tail_offset == 0;
-  if (h.shard != number_ || h.store_id != f.store_id || h.generation != generation ||
-      h.chunks != journal_.chunks() || !tail_ok || h.tail_offset % 8 != 0 ||
+          : h.tail_chunk == sh.journal_.chunks() && h.tail_offset == 0;
+  if (h.shard != sh.number_ || h.store_id != f.store_id || h.generation != generation ||
+      h.chunks != sh.journal_.chunks() || !tail_ok || h.tail_offset % 8 != 0 ||
       h.stamp % 2 != 0 || h.records != h.index_full || cap % IndexTable::kSlotsPerGroup != 0 ||
       cap / IndexTable::kSlotsPerGroup > (std::uint64_t{1} << 40) ||
       !std::has_single_bit(cap / IndexTable::kSlotsPerGroup) ||
@@ -142,7 +151,7 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
     why = path + " is truncated";
     return false;
   }
-  index_.drop_unpublished_spares();  // adopt() keeps one again
+  sh.index_.drop_unpublished_spares();  // adopt() keeps one again
   std::byte* map = map_file(fd.get(), h.index_offset, h.index_bytes, true, false, store, path);
   auto* t = reinterpret_cast<IndexTable*>(map);
   const auto* slots = reinterpret_cast<const std::uint64_t*>(t + 1);
@@ -167,41 +176,41 @@ bool Shard<P>::load_state(std::uint64_t generation, std::string& why) {
   // Emptied chunks (compaction.hpp): before the tail, over the layout
   // compaction leaves; a mark anywhere else is damage (a rebuild trusts
   // none of it either).
-  for (std::uint32_t c = 0; c < journal_.chunks(); ++c) {
-    if (journal_.emptied(c) && (c >= h.tail_chunk || !journal_.emptied_layout(c))) {
+  for (std::uint32_t c = 0; c < sh.journal_.chunks(); ++c) {
+    if (sh.journal_.emptied(c) && (c >= h.tail_chunk || !sh.journal_.emptied_layout(c))) {
       unmap(map, h.index_bytes, store);
       why = path + " goes with a chunk marked emptied that is not (chunk " + std::to_string(c) + ")";
       return false;
     }
   }
-  const std::uint64_t old_records = free_.total_records(), old_bytes = free_.total_bytes();
+  const std::uint64_t old_records = sh.free_.total_records(), old_bytes = sh.free_.total_bytes();
   std::vector<std::uint64_t> old_table(table.size());
-  std::memcpy(old_table.data(), free_.table_bytes(), h.free_table_bytes);
-  free_.load(table.data(), h.free_records, h.free_bytes);
-  if (!free_.heads_in_bounds()) {
-    free_.load(old_table.data(), old_records, old_bytes);
+  std::memcpy(old_table.data(), sh.free_.table_bytes(), h.free_table_bytes);
+  sh.free_.load(table.data(), h.free_records, h.free_bytes);
+  if (!sh.free_.heads_in_bounds()) {
+    sh.free_.load(old_table.data(), old_records, old_bytes);
     unmap(map, h.index_bytes, store);
     why = path + " holds free-list heads outside the chunks";
     return false;
   }
   // From here on the state is adopted.
-  index_.adopt(t, h.index_full, h.index_tombstones);
+  sh.index_.adopt(t, h.index_full, h.index_tombstones);
   std::uint64_t used = h.tail_offset;
-  for (std::uint32_t c = 0; c < h.tail_chunk && c < journal_.chunks(); ++c) used += journal_.chunk_size(c);
-  journal_.set_tail(static_cast<std::uint32_t>(h.tail_chunk), h.tail_offset, used);
-  stamp_ = h.stamp;
-  newest_live_ = h.stamp;
-  records_.store(h.records, std::memory_order_relaxed);
-  key_value_bytes_ = h.key_value_bytes;
-  live_bytes_ = h.live_bytes;
-  puts_ = h.puts;
-  removes_ = h.removes;
-  had_deadlines_ = (h.flags & format::kStateDeadlines) != 0;
+  for (std::uint32_t c = 0; c < h.tail_chunk && c < sh.journal_.chunks(); ++c) used += sh.journal_.chunk_size(c);
+  sh.journal_.set_tail(static_cast<std::uint32_t>(h.tail_chunk), h.tail_offset, used);
+  sh.stamp_ = h.stamp;
+  sh.newest_live_ = h.stamp;
+  sh.records_.store(h.records, std::memory_order_relaxed);
+  sh.key_value_bytes_ = h.key_value_bytes;
+  sh.live_bytes_ = h.live_bytes;
+  sh.puts_ = h.puts;
+  sh.removes_ = h.removes;
+  sh.expiry_.set_had_deadlines((h.flags & format::kStateDeadlines) != 0);
   return true;
 }
 
-template <class P>
-std::uint64_t Shard<P>::body_hash(const std::uint64_t* free_table, const std::uint64_t* index_head,
+template <class S>
+std::uint64_t ShardStateFile<S>::body_hash(const std::uint64_t* free_table, const std::uint64_t* index_head,
                                const std::uint64_t* slots, std::uint64_t slot_words) noexcept {
   const std::uint64_t a = format::hash64(free_table, FreeLists::table_size() / 8);
   const std::uint64_t b = format::hash64(index_head, sizeof(IndexTable) / 8);

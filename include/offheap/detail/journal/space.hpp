@@ -88,8 +88,8 @@ typename Shard<P>::Slot Shard<P>::allocate(std::uint64_t need, bool grow, std::u
 /// the listener.
 template <class P>
 std::uint64_t Shard<P>::companion_bytes() const noexcept {
-  std::uint64_t b = index_.mapped_bytes() + wheel_.mapped_bytes() + deferred_.mapped_bytes() +
-                    dead_.mapped_bytes() + reports_.mapped_bytes() + pages_.mapped_bytes();
+  std::uint64_t b = index_.mapped_bytes() + expiry_.mapped_bytes() + deferred_.mapped_bytes() +
+                    dead_.mapped_bytes() + removals_.mapped_bytes() + pages_.mapped_bytes();
   if constexpr (kEvicts) b += policy_.stats().mapped_bytes + hits_.mapped_bytes();
   return b;
 }

@@ -8,12 +8,38 @@
 // current table, which copies the value.
 #pragma once
 
-#include <offheap/detail/shard/shard.hpp>
+#include <offheap/detail/index/index.hpp>
+#include <offheap/detail/index/location.hpp>
+#include <offheap/detail/journal/record.hpp>
+#include <offheap/detail/memory/atomic_word.hpp>
+#include <offheap/detail/shard/reader_support.hpp>
 
 #include <cstdint>
 #include <string>
 
 namespace offheap::detail {
+
+/// What a walk (for_each, scan) copied of one record (below): its key,
+/// its value unless `values` is false, and its type tag.
+struct WalkCopy {
+  std::string key;
+  std::string value;
+  std::uint8_t type = 0;
+  bool values = true;  // false: keys only (the value is read only to check a checksum)
+};
+
+/// A shard's walks (for_each, scan) and their validated copies. S is the
+/// Shard, which lets it in (friend) and forwards to it; no state of its own.
+template <class S>
+class ShardWalk {
+ public:
+  static bool copy_record(const S& sh, const TableView& t, const std::uint64_t* slot, WalkCopy& copy);
+  static bool copy_from_frozen(const S& sh, const std::uint64_t* slot, WalkCopy& copy);
+  template <class F>
+  static void for_each(const S& sh, F& fn, WalkCopy& copy);
+  template <class F>
+  static bool scan(const S& sh, std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& restarts, std::uint64_t& budget, F& fn, WalkCopy& copy);
+};
 
 /// for_each's read of one slot of table `t`: copies the record its key
 /// leads to into kbuf/vbuf and returns true only for a record that is its
@@ -25,30 +51,30 @@ namespace offheap::detail {
 /// lookup in the current table (copy_from_frozen). A record rewritten
 /// continuously meanwhile may be skipped: the walk promises only keys left
 /// alone during it.
-template <class P>
-bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, WalkCopy& copy) const {
+template <class S>
+bool ShardWalk<S>::copy_record(const S& sh, const TableView& t, const std::uint64_t* slot, WalkCopy& copy) {
   std::string& kbuf = copy.key;
   std::string& vbuf = copy.value;
   Backoff backoff;
   for (; !backoff.exhausted(); backoff.pause()) {
     // First, as in probe(): what is read below counts only while it stays.
-    const std::uint64_t generation = index_.acquire_generation();
-    const std::uint64_t serial = index_.acquire_serial();
+    const std::uint64_t generation = sh.index_.acquire_generation();
+    const std::uint64_t serial = sh.index_.acquire_serial();
     // (The walk's table keeps its address while the walk goes on: a
     // replaced table is neither dropped nor reused during a walk.)
-    if (index_.acquire_view().words != t.words) return copy_from_frozen(slot, copy);
+    if (sh.index_.acquire_view().words != t.words) return copy_from_frozen(sh, slot, copy);
     // Emptied by clear() (which leaves locations) or by a removal since the
     // walk saw it full: its key is gone.
     if (!Index::slot_full(slot)) return false;
-    const Location loc = slot_location(load_acquire(slot));
+    const Location loc = sh.slot_location(load_acquire(slot));
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     testing_reader_step();
 #endif
     if (loc.is_none()) return false;  // its key was removed
     std::uint64_t avail = 0;
-    const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+    const std::byte* rec = sh.journal_.resolve(loc, record::kMinRecord, avail);
     if (rec == nullptr) {
-      if (index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) return false;
+      if (sh.index_.unchanged_since(generation) && sh.leads_to(load_relaxed(slot), loc)) return false;
       continue;
     }
     const std::uint64_t s1 = record::read_stamp(rec);
@@ -56,7 +82,7 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, WalkCo
       // 0: zeroed by clear() (the generation moved) or damage. Odd: a
       // write in progress (worth waiting for, within the backoff) or
       // bytes that are no stamp (the generation moves).
-      if (s1 == 0 && index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) {
+      if (s1 == 0 && sh.index_.unchanged_since(generation) && sh.leads_to(load_relaxed(slot), loc)) {
         return false;
       }
       continue;
@@ -66,23 +92,23 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, WalkCo
                        record::kHeaderBytes + record::payload_for(m.key_len, m.value_len) <= avail;
     const std::uint64_t deadline = whole ? record::deadline_of(rec, m, avail) : 0;
     if (!record::validate(rec, s1)) continue;
-    const bool gone = deadline != 0 && expired(deadline);  // before the checks below (as in lookup())
+    const bool gone = deadline != 0 && sh.expired(deadline);  // before the checks below (as in lookup())
     // The header belongs to the record the slot leads to only while the
     // generation stays and the slot still leads here; then, and only then,
     // may its lengths size the buffers.
-    if (!index_.unchanged_since(generation)) continue;
-    if (!leads_to(load_relaxed(slot), loc)) continue;  // the slot moved on
+    if (!sh.index_.unchanged_since(generation)) continue;
+    if (!sh.leads_to(load_relaxed(slot), loc)) continue;  // the slot moved on
     if (!whole) return false;  // a slot leads to a record that is not live only in damage
     if (gone) {
       // Expired, unless rewritten since the clock read (as in lookup()).
-      if (!record::validate(rec, s1) || !index_.unchanged_since(generation)) continue;
+      if (!record::validate(rec, s1) || !sh.index_.unchanged_since(generation)) continue;
       return false;
     }
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     testing_reader_before_hit(rec);
 #endif
     // Keys only: the value is still read where its checksum is checked.
-    const bool value = copy.values || verify_;
+    const bool value = copy.values || sh.verify_;
     kbuf.resize(m.key_len);
     vbuf.resize(value ? m.value_len : 0);
     record::copy_out(kbuf.data(), rec, 0, m.key_len);
@@ -92,14 +118,14 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, WalkCo
     // generation stays and the slot still leads here (or, if merges
     // elsewhere moved the generation, the record is still current).
     if (!record::validate(rec, s1)) continue;
-    if (!(index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) &&
-        !still_current(serial, slot, loc, rec, s1)) {
+    if (!(sh.index_.unchanged_since(generation) && sh.leads_to(load_relaxed(slot), loc)) &&
+        !sh.still_current(serial, slot, loc, rec, s1)) {
       continue;
     }
-    if (verify_ && record::checksum_of(crc_seed_, s1, m.encode(), loc, kbuf, vbuf, deadline) != stored) {
+    if (sh.verify_ && record::checksum_of(sh.crc_seed_, s1, m.encode(), loc, kbuf, vbuf, deadline) != stored) {
       // A damaged record: skipped (and counted), so that a walk can
       // salvage what is intact.
-      corrupt_.fetch_add(1, std::memory_order_relaxed);
+      sh.corrupt_.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
     copy.type = m.type;
@@ -108,23 +134,23 @@ bool Shard<P>::copy_record(const TableView& t, const std::uint64_t* slot, WalkCo
   // Writers kept moving the generation (merges anywhere in the shard): the
   // slot's key is confirmed through a lookup instead, which takes the
   // writer lock when it starves, so that a key left alone is not skipped.
-  return copy_from_frozen(slot, copy);
+  return copy_from_frozen(sh, slot, copy);
 }
 
 /// copy_record() for a slot of a table that growth replaced: reads the
 /// key the slot leads to (a key length sizes at most 64 KiB), then looks
 /// the key up in the current table, which copies the value only if the
 /// key's current record is the one the slot led to.
-template <class P>
-bool Shard<P>::copy_from_frozen(const std::uint64_t* slot, WalkCopy& copy) const {
+template <class S>
+bool ShardWalk<S>::copy_from_frozen(const S& sh, const std::uint64_t* slot, WalkCopy& copy) {
   std::string& kbuf = copy.key;
   std::string& vbuf = copy.value;
   Backoff backoff;
   for (; !backoff.exhausted(); backoff.pause()) {
-    const Location loc = slot_location(load_acquire(slot));
+    const Location loc = sh.slot_location(load_acquire(slot));
     if (loc.is_none()) return false;
     std::uint64_t avail = 0;
-    const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+    const std::byte* rec = sh.journal_.resolve(loc, record::kMinRecord, avail);
     if (rec == nullptr) return false;
     const std::uint64_t s1 = record::read_stamp(rec);
     if (s1 == 0) return false;
@@ -141,7 +167,7 @@ bool Shard<P>::copy_from_frozen(const std::uint64_t* slot, WalkCopy& copy) const
     // its last call of the callback, and only if it says it found the key
     // (an earlier call may have read bytes the lookup then refused).
     bool same = false;
-    const bool found = lookup(kbuf, hash_(kbuf),
+    const bool found = sh.lookup(kbuf, sh.hash_(kbuf),
            [&](Location l, const std::byte* r, const record::Meta& cm, std::uint64_t s) {
              same = l == loc && s == s1;
              if (!same) return true;
@@ -155,14 +181,14 @@ bool Shard<P>::copy_from_frozen(const std::uint64_t* slot, WalkCopy& copy) const
   return false;
 }
 
-template <class P>
+template <class S>
 template <class F>
-void Shard<P>::for_each(F& fn, WalkCopy& copy) const {
-  const TableView t = index_.acquire_view();
+void ShardWalk<S>::for_each(const S& sh, F& fn, WalkCopy& copy) {
+  const TableView t = sh.index_.acquire_view();
   for (std::uint64_t g = 0; g <= t.mask; ++g) {
     const std::uint64_t w = load_acquire(t.ctrl_word(g));
     for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
-      if (copy_record(t, t.ctrl_word(g) + 1 + ctrl::first(m), copy)) fn(copy);
+      if (copy_record(sh, t, t.ctrl_word(g) + 1 + ctrl::first(m), copy)) fn(copy);
     }
   }
 }
@@ -177,15 +203,15 @@ void Shard<P>::for_each(F& fn, WalkCopy& copy) const {
 /// from the start in `restarts`.
 /// Returns: true when the table's end was reached; false when the budget
 /// ran out or fn stopped.
-template <class P>
+template <class S>
 template <class F>
-bool Shard<P>::scan(std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& restarts,
-                    std::uint64_t& budget, F& fn, WalkCopy& copy) const {
+bool ShardWalk<S>::scan(const S& sh, std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& restarts,
+                    std::uint64_t& budget, F& fn, WalkCopy& copy) {
   // The serial first: the table loaded after it is its table or a later
   // one (pairs with the release in Index::publish), so a serial that stays
   // across calls means the same table, slot positions unchanged.
-  const std::uint64_t now = index_.acquire_serial();
-  const TableView t = index_.acquire_view();
+  const std::uint64_t now = sh.index_.acquire_serial();
+  const TableView t = sh.index_.acquire_view();
   if (now != serial) {
     if (pos != 0) ++restarts;  // (0: the shard's first call)
     pos = 0;
@@ -205,7 +231,7 @@ bool Shard<P>::scan(std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& re
       // or just after it (fn: the record counts as visited), never past
       // the rest of the group.
       pos = g * 8 + i;
-      if (!copy_record(t, t.ctrl_word(g) + 1 + i, copy)) continue;
+      if (!copy_record(sh, t, t.ctrl_word(g) + 1 + i, copy)) continue;
       --budget;
       pos = g * 8 + i + 1;
       if (!fn(copy) || budget == 0) return false;  // the rest of the group in the next call

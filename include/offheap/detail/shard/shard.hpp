@@ -45,7 +45,15 @@
 #include <offheap/detail/journal/free_lists.hpp>
 #include <offheap/detail/index/hash.hpp>
 #include <offheap/detail/cache/hit_buffers.hpp>
+#include <offheap/detail/journal/walk.hpp>
+#include <offheap/detail/shard/verify.hpp>
+#include <offheap/detail/files/state_file.hpp>
+#include <offheap/detail/index/index_growth.hpp>
+#include <offheap/detail/shard/stats.hpp>
+#include <offheap/detail/files/integrity.hpp>
+#include <offheap/detail/cache/removal_reports.hpp>
 #include <offheap/detail/compaction/compaction.hpp>
+#include <offheap/detail/expiry/expiry_shard.hpp>
 #include <offheap/detail/compaction/page_release.hpp>
 #include <offheap/detail/index/index.hpp>
 #include <offheap/detail/journal/journal.hpp>
@@ -75,15 +83,6 @@
 #include <vector>
 
 namespace offheap::detail {
-
-/// What a walk (for_each, scan) copied of one record (walk.hpp): its key,
-/// its value unless `values` is false, and its type tag.
-struct WalkCopy {
-  std::string key;
-  std::string value;
-  std::uint8_t type = 0;
-  bool values = true;  // false: keys only (the value is read only to check a checksum)
-};
 
 struct ShardConfig {
   JournalConfig journal;
@@ -148,11 +147,10 @@ class alignas(64) Shard {
         sync_each_(config.durable && config.sync_each_write),
         defer_frees_(config.durable && config.defer_frees && !config.sync_each_write),
         crc_seed_(crc_seed(config.store_id, number)), sync_error_(config.sync_error),
-        deferred_(name), dead_(name), reports_on_(config.report_removals),
-        reports_(name, "the removal listener's queue"), policy_(name),
+        deferred_(name), dead_(name), removals_(name, config.report_removals), policy_(name),
         count_hits_(kEvicts && !(config.journal.files != nullptr && config.journal.files->read_only)),
-        hits_(name), clock_(config.clock), wheel_(name, now_ms()), pages_(name),
-        tracks_expiry_(!(config.journal.files != nullptr && config.journal.files->read_only)),
+        hits_(name), clock_(config.clock), expiry_(name, now_ms(), !(config.journal.files != nullptr && config.journal.files->read_only)),
+        pages_(name),
         compaction_(config.journal.files != nullptr && config.journal.files->read_only
                         ? 0.0
                         : config.compaction_factor) {}
@@ -188,10 +186,12 @@ class alignas(64) Shard {
   /// validated by their stamps; scan walks from a position and stops.
   /// Require: the caller has entered the store's WalkGate.
   template <class F>
-  void for_each(F& fn, WalkCopy& copy) const;
+  void for_each(F& fn, WalkCopy& copy) const { return ShardWalk<Shard>::for_each(*this, fn, copy); }
   template <class F>
   bool scan(std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& restarts,
-            std::uint64_t& budget, F& fn, WalkCopy& copy) const;
+            std::uint64_t& budget, F& fn, WalkCopy& copy) const {
+              return ShardWalk<Shard>::scan(*this, pos, serial, restarts, budget, fn, copy);
+            }
 
   // ---- writes (take the lock) -------------------------------------------------
 
@@ -266,15 +266,11 @@ class alignas(64) Shard {
   /// the wheel when they pile up; returns how many records went. `more`,
   /// if given, says whether work is left (`max` reached, or a sweep under
   /// way). Takes the lock.
-  std::uint64_t expire(std::uint64_t now, std::uint64_t max, bool* more = nullptr);
+  std::uint64_t expire(std::uint64_t now, std::uint64_t max, bool* more = nullptr) {
+    return expiry_.expire(*this, now, max, more);
+  }
   /// After an open: schedules every record with a deadline. Takes the lock.
-  void rebuild_expiry();
-  bool sweep_wheel();  // expiry/expiry_shard.hpp: a write at the memory limit
-  /// Wheel entries expire() looks at per call while it sweeps stale ones,
-  /// and the stale entries a shard may hold (beyond as many as it has
-  /// records) before a sweep begins.
-  static constexpr std::uint64_t kSweepSlice = 4096;
-  static constexpr std::uint64_t kSweepFloor = 1024;
+  void rebuild_expiry() { expiry_.rebuild(*this); }
   /// When (ms, the store's clock) this shard next wants a maintenance
   /// round: the wheel's next event, or now (1) while stale entries are
   /// swept or freed pages wait to go back to the OS. Kept up to date by
@@ -352,36 +348,31 @@ class alignas(64) Shard {
 
   // ---- the removal listener (removal_reports.hpp) ------------------------------
 
-  /// A removed record waiting for its report: its location with the cause
-  /// in the low 3 bits (always 0 in a location), and its dead marker's
-  /// location (file-backed) or none.
-  struct Retired {
-    std::uint64_t rec;
-    std::uint64_t marker;
-    Location loc() const noexcept { return Location::from_raw(rec & ~Location::kSlotBits); }
-    RemovalCause cause() const noexcept { return static_cast<RemovalCause>(rec & Location::kSlotBits); }
-  };
+  /// A removed record waiting for its report (cache/removal_reports.hpp).
+  using Retired = RetiredRecord;
   /// Calls fn(key, value, cause) for up to `max` of the oldest removed
   /// records (at most a batch of kReportBatch), without the writer lock,
   /// with t_in_removal_listener set to `store`, then frees them; returns how
-  /// many. Takes report_mutex_ (with `busy`: only if free at once; else
+  /// many. Takes the queue's mutex (with `busy`: only if free at once; else
   /// sets *busy and returns 0), and the lock twice. Throws
   /// Error(out_of_space), nothing changed, if the lists that free the batch
   /// (file-backed) cannot be made room on.
-  static constexpr std::uint64_t kReportBatch = 256;
+  static constexpr std::uint64_t kReportBatch = kRemovalReportBatch;
   template <class Fn>
-  std::uint64_t report(Fn& fn, std::uint64_t max, const void* store, bool* busy = nullptr);
+  std::uint64_t report(Fn& fn, std::uint64_t max, const void* store, bool* busy = nullptr) {
+    return removals_.report(*this, fn, max, store, busy);
+  }
   /// Removed records not yet freed (a clean close saves no shard with any).
   std::uint64_t retired_left() const {
     const std::lock_guard<Lock> guard(lock_);
-    return retired_records_;
+    return removals_.retired_records();
   }
   /// Removed records waiting for report() (takes the lock).
-  std::uint64_t reports_pending() const;
+  std::uint64_t reports_pending() const { return removals_.pending(*this); }
 
   /// Adds this shard's figures to `s` (takes the lock for a consistent
   /// view). shard/stats.hpp.
-  void add_stats(Stats& s) const;
+  void add_stats(Stats& s) const { return ShardStats<Shard>::add_stats(*this, s); }
 
   const Journal& journal() const noexcept { return journal_; }
   Journal& journal() noexcept { return journal_; }
@@ -424,8 +415,10 @@ class alignas(64) Shard {
   bool unsettled() const;
 
   /// The state file of a clean close, written and adopted (state_file.hpp).
-  void save_state(std::uint64_t generation);
-  bool load_state(std::uint64_t generation, std::string& why);
+  void save_state(std::uint64_t generation) { return ShardStateFile<Shard>::save_state(*this, generation); }
+  bool load_state(std::uint64_t generation, std::string& why) {
+    return ShardStateFile<Shard>::load_state(*this, generation, why);
+  }
 
   /// What recover() found.
   struct Recovery {
@@ -439,9 +432,17 @@ class alignas(64) Shard {
   Recovery recover(bool writable);
 
   /// The writer's invariants, checked record by record (verify.hpp).
-  std::string verify() const;
+  std::string verify() const { return ShardVerify<Shard>::verify(*this); }
 
  private:
+  // The components that hold no state of their own (each forwarded to above).
+  friend class ShardWalk<Shard>;
+  friend class ShardVerify<Shard>;
+  friend class ShardStateFile<Shard>;
+  friend class IndexGrowth<Shard>;
+  friend class ShardStats<Shard>;
+  friend class ShardIntegrity<Shard>;
+
   /// The writer lock, taken after any starving reader (see lookup()).
   class WriteLock {
    public:
@@ -489,14 +490,15 @@ class alignas(64) Shard {
 
   // state_file.hpp
   static std::uint64_t body_hash(const std::uint64_t* free_table, const std::uint64_t* index_head,
-                                 const std::uint64_t* slots, std::uint64_t slot_words) noexcept;
+                                 const std::uint64_t* slots, std::uint64_t slot_words) noexcept {
+                                   return ShardStateFile<Shard>::body_hash(free_table, index_head, slots, slot_words);
+                                 }
   // verify.hpp
-  std::string verify_index() const;
+  std::string verify_index() const { return ShardVerify<Shard>::verify_index(*this); }
   // cache_shard.hpp
   std::string verify_policy() const;
   // expiry/expiry_shard.hpp
-  std::string verify_expiry() const;
-  bool finds(std::string_view key, Location loc) const;
+  bool finds(std::string_view key, Location loc) const { return ShardVerify<Shard>::finds(*this, key, loc); }
   // recovery.hpp
   struct PendingAdopt {  // a record waiting in an indexing batch
     Location loc;
@@ -556,8 +558,12 @@ class alignas(64) Shard {
   }
 
   // walk.hpp: for_each's and scan's reads
-  bool copy_record(const TableView& t, const std::uint64_t* slot, WalkCopy& copy) const;
-  bool copy_from_frozen(const std::uint64_t* slot, WalkCopy& copy) const;
+  bool copy_record(const TableView& t, const std::uint64_t* slot, WalkCopy& copy) const {
+    return ShardWalk<Shard>::copy_record(*this, t, slot, copy);
+  }
+  bool copy_from_frozen(const std::uint64_t* slot, WalkCopy& copy) const {
+    return ShardWalk<Shard>::copy_from_frozen(*this, slot, copy);
+  }
 
   [[gnu::always_inline]] Index::Found find_for_write(std::string_view key, std::uint64_t h) const {
     return index_.find(h, [&](Location loc) {
@@ -572,11 +578,17 @@ class alignas(64) Shard {
   }
 
   // integrity.hpp (file-backed stores: damage met by writers and readers)
-  Examined met_damage() const noexcept;
-  bool intact(Location loc, const std::byte* rec) const noexcept;
-  [[noreturn, gnu::cold]] void report_corrupt(Location loc) const;
-  [[gnu::noinline]] Index::Found find_intact_durable(std::string_view key, std::uint64_t h);
-  void drop_damaged(std::uint64_t slot) noexcept;
+  Examined met_damage() const noexcept { return ShardIntegrity<Shard>::met_damage(*this); }
+  bool intact(Location loc, const std::byte* rec) const noexcept {
+    return ShardIntegrity<Shard>::intact(*this, loc, rec);
+  }
+  [[noreturn, gnu::cold]] void report_corrupt(Location loc) const {
+    ShardIntegrity<Shard>::report_corrupt(*this, loc);
+  }
+  [[gnu::noinline]] Index::Found find_intact_durable(std::string_view key, std::uint64_t h) {
+    return ShardIntegrity<Shard>::find_intact_durable(*this, key, h);
+  }
+  void drop_damaged(std::uint64_t slot) noexcept { return ShardIntegrity<Shard>::drop_damaged(*this, slot); }
 
   /// find_for_write for writers of file-backed stores: any damaged record
   /// met on the key's probe path (whose key cannot be told, or whose bytes
@@ -607,8 +619,8 @@ class alignas(64) Shard {
   }
   /// next_due_ after a round: the wheel's next event, or now while work is left.
   void plan_next_round(std::uint64_t now) noexcept {
-    const bool busy = sweeping_ || journal_.tail_high() > journal_.tail_offset() || pages_.wants_round(*this);
-    std::uint64_t next = busy ? now : wheel_.next_event();
+    const bool busy = expiry_.sweeping() || journal_.tail_high() > journal_.tail_offset() || pages_.wants_round(*this);
+    std::uint64_t next = busy ? now : expiry_.next_event();
     if (compaction_due()) next = std::min(next, std::max(now, compaction_.retry_ms()));
     next_due_.store(next, std::memory_order_seq_cst);
   }
@@ -621,7 +633,7 @@ class alignas(64) Shard {
   /// A record just written with `deadline` (not 0) at `loc`: the wheel
   /// learns it (room reserved), and the maintenance thread's next wake-up
   /// comes no later than it (expiry/expiry_shard.hpp).
-  void schedule_expiry(Location loc, std::uint64_t deadline) noexcept;
+  void schedule_expiry(Location loc, std::uint64_t deadline) noexcept { expiry_.schedule(*this, loc, deadline); }
 
   static JournalConfig journal_config(const ShardConfig& c, std::uint32_t number) noexcept {
     JournalConfig j = c.journal;
@@ -638,12 +650,8 @@ class alignas(64) Shard {
   [[noreturn, gnu::cold]] void sync_failed(int err);
 
   // index_growth.hpp
-  void grow_index();
+  void grow_index() { return IndexGrowth<Shard>::grow_index(*this); }
 
-  // removal_reports.hpp
-  void reserve_retire();
-  void retire(Location loc, Location marker, RemovalCause cause, std::uint64_t bytes) noexcept;
-  void finish_report(const Retired& r) noexcept;
 
   // cache_shard.hpp: eviction (caches; no-ops in a store)
   struct EvictHost;
@@ -772,15 +780,9 @@ class alignas(64) Shard {
   std::uint64_t settled_below_ = 0;
   std::uint64_t newest_live_ = 0;  // the stamp of the last live record written (or recovered)
   std::uint64_t markerless_evictions_ = 0;  // settled records evicted without a marker
-  // Removed records waiting for the removal listener (removal_reports.hpp).
-  bool reports_on_;
-  MappedFifo<Retired> reports_;  // oldest first
-  mutable std::mutex report_mutex_;  // held by report() through a batch; clear() and verify() wait for it
-  std::uint64_t retired_records_ = 0;  // removed, not yet freed: queued or in a batch
-  std::uint64_t retired_bytes_ = 0;    // their journal bytes (header, key, value, padding)
-  std::uint64_t reported_ = 0;
-  std::uint64_t unreported_ = 0;       // dropped by clear()
-  std::uint64_t listener_errors_ = 0;
+  // Removed records waiting for the removal listener (cache/removal_reports.hpp).
+  friend class RemovalReports<Shard>;
+  RemovalReports<Shard> removals_;
   std::uint64_t replaced_ = 0;         // records a write replaced
   bool normalized_ = true;  // false after a read-only recovery: free space left as found
   PendingAdopt batch_[kAdoptBatch];  // recovery only
@@ -809,16 +811,12 @@ class alignas(64) Shard {
   [[no_unique_address]] mutable std::conditional_t<kBufferedHits, HitBuffers, NoHitBuffers> hits_;
   // Expiry (expiry/expiry_shard.hpp).
   const Clock* clock_;
-  ExpiryWheel wheel_;
+  friend class ShardExpiry<Shard>;
+  ShardExpiry<Shard> expiry_;  // the wheel, its sweeps, expirations (expiry/expiry_shard.hpp)
   std::atomic<std::uint64_t> next_due_{ExpiryWheel::kNever};  // see next_due()
-  std::uint64_t expirations_ = 0;  // records removed because their deadline passed
   // Memory back to the OS (compaction/page_release.hpp).
   friend class PageRelease<Shard>;
   PageRelease<Shard> pages_;
-  bool sweeping_ = false;          // a sweep of stale wheel entries is under way
-  bool tracks_expiry_;             // writable: the wheel holds every deadline (read-only: empty)
-  bool had_deadlines_ = false;     // a record with a deadline was written since the shard was
-                                   // created or cleared (saved: see format::kStateDeadlines)
   // Compaction (compaction/compaction.hpp).
   friend class Compaction<Shard>;
   Compaction<Shard> compaction_;
@@ -832,14 +830,6 @@ class alignas(64) Shard {
 #include <offheap/detail/shard/probe.hpp>
 #include <offheap/detail/shard/writes.hpp>
 #include <offheap/detail/shard/compute.hpp>
-#include <offheap/detail/index/index_growth.hpp>
-#include <offheap/detail/files/integrity.hpp>
 #include <offheap/detail/files/recovery.hpp>
 #include <offheap/detail/journal/space.hpp>
-#include <offheap/detail/files/state_file.hpp>
-#include <offheap/detail/shard/verify.hpp>
-#include <offheap/detail/journal/walk.hpp>
 #include <offheap/detail/cache/cache_shard.hpp>
-#include <offheap/detail/cache/removal_reports.hpp>
-#include <offheap/detail/shard/stats.hpp>
-#include <offheap/detail/expiry/expiry_shard.hpp>

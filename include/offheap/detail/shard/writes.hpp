@@ -74,7 +74,7 @@ bool Shard<P>::room_for_retry(const LimitReached& e, std::uint64_t need, std::ui
     // stay until they fall due or a sweep drops them); then, in a cache,
     // one round of evictions, whose entries the next sweep drops (if the
     // records had deadlines: else the write fails).
-    if (sweep_wheel()) return true;
+    if (expiry_.sweep_all(*this)) return true;
     if constexpr (kEvicts) {
       if (!evicted_for_wheel) {
         evicted_for_wheel = true;
@@ -126,7 +126,7 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
     make_room(record::kHeaderBytes + need, &seen);  // may evict the key's own record
     reserve_policy();                               // may throw; nothing has changed yet
   }
-  if (deadline != 0) wheel_.reserve_one();  // may throw; nothing has changed yet
+  if (deadline != 0) expiry_.reserve_one();  // may throw; nothing has changed yet
   // The slot again if records left since the look (or the look was an
   // earlier try's).
   if (!fresh || evictions_ != evictions_before) f = find_intact(key, h);
@@ -140,20 +140,20 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
                                                    record::kHeaderBytes + m.capacity()};
     const RemovalCause cause = gone ? RemovalCause::expired : RemovalCause::replaced;
     int err = 0;
-    if (kInPlace && !durable_ && !reports_on_ && need <= cap && fill == nullptr) {
-      ++(gone ? expirations_ : replaced_);
+    if (kInPlace && !durable_ && !removals_.on() && need <= cap && fill == nullptr) {
+      if (gone) expiry_.count_expired(); else ++replaced_;
       rewrite_in_place(old, rec, cap, need, key, value, type, deadline);
       if constexpr (kEvicts) cache_replaced(before, f.slot, old, h);
       if (deadline != 0) schedule_expiry(old, deadline);
     } else {
-      if (reports_on_) {
-        reserve_retire();  // may throw; nothing has changed yet
+      if (removals_.on()) {
+        removals_.reserve(*this);  // may throw; nothing has changed yet
       } else if (defer_frees_) {
         deferred_.reserve_one();  // may throw; nothing has changed yet
       }
       const Slot s = allocate(need);  // may throw; nothing has changed yet
       if (fill != nullptr) value = fill_slot(s, key.size(), *fill);  // may throw: the slot goes back
-      ++(gone ? expirations_ : replaced_);
+      if (gone) expiry_.count_expired(); else ++replaced_;
       write_record(s, key, value, type, record::State::live, deadline);
       index_.update(f.slot, s.loc);
       if constexpr (kEvicts) cache_replaced(before, f.slot, s.loc, h);
@@ -162,11 +162,11 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
       // that its space is reused only once the record that superseded it
       // is durable.
       if (sync_each_) err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity);
-      if (reports_on_) {
+      if (removals_.on()) {
         // The old record stays whole until the listener has seen it
         // (removal_reports.hpp); on disk it is live with a lower stamp,
         // which recovery ranks below the new one.
-        retire(old, Location::none(), cause, record::kHeaderBytes + cap);
+        removals_.retire(old, Location::none(), cause, record::kHeaderBytes + cap);
       } else if (defer_frees_) {
         // periodic: the old record stays on disk as it is (live, with its
         // lower stamp: recovery prefers the new one) until a sync has made
@@ -237,7 +237,7 @@ void Shard<P>::own_key_done(KeySeen& seen, RemovalCause cause) noexcept {
   --evictions_;
   if (seen.limit_counted) --limit_evictions_;
   switch (cause) {
-    case RemovalCause::expired: ++expirations_; break;
+    case RemovalCause::expired: expiry_.count_expired(); break;
     case RemovalCause::replaced: ++replaced_; break;
     default: ++removes_; break;
   }
@@ -293,7 +293,7 @@ bool Shard<P>::erase_locked(std::string_view key, std::uint64_t h, const std::st
   // An expired record is absent for the caller; it leaves now, as expired.
   const int err = remove_at(f.slot, loc, rec, m, key, marker,
                             gone ? RemovalCause::expired : RemovalCause::explicit_remove);
-  ++(gone ? expirations_ : removes_);
+  if (gone) expiry_.count_expired(); else ++removes_;
   if (err != 0) sync_failed(err);  // removed in memory; the store refuses writes from now on
   return !gone;
 }
@@ -303,8 +303,8 @@ typename Shard<P>::Slot Shard<P>::removal_marker(std::uint64_t key_len) {
   // A marker may take the part of the memory limit that record chunks
   // leave (JournalConfig::limit_reserve): at the limit, a removal or an
   // eviction needs one before it frees anything.
-  if (reports_on_) {
-    reserve_retire();
+  if (removals_.on()) {
+    removals_.reserve(*this);
     if (!durable_) return Slot{};
     const Journal::MarkerRoom room(journal_);
     return allocate(record::payload_for(key_len, 0));
@@ -322,7 +322,7 @@ int Shard<P>::remove_at(std::uint64_t slot, Location loc, std::byte* rec, const 
   index_.erase(slot);  // first: no reader may find a freed record through the index
   const std::uint64_t cap = m.capacity();
   int err = 0;
-  if (reports_on_) {
+  if (removals_.on()) {
     // The record stays whole until the listener has seen it. File-backed:
     // a dead marker (as periodic writes) keeps a crash from bringing it
     // back meanwhile; the record and the marker are freed after the
@@ -331,7 +331,7 @@ int Shard<P>::remove_at(std::uint64_t slot, Location loc, std::byte* rec, const 
       write_record(marker, key, {}, 0, record::State::dead);
       if (sync_each_) err = journal_.sync_range(marker.loc, record::kHeaderBytes + marker.capacity);
     }
-    retire(loc, durable_ ? marker.loc : Location::none(), cause, record::kHeaderBytes + cap);
+    removals_.retire(loc, durable_ ? marker.loc : Location::none(), cause, record::kHeaderBytes + cap);
   } else if (defer_frees_) {
     // periodic: older records of the key may still read as live on disk
     // (freed at the last sync, not yet durably), so the removal is a dead
@@ -355,7 +355,7 @@ int Shard<P>::remove_at(std::uint64_t slot, Location loc, std::byte* rec, const 
   if (durable_) journal_.set_records_hint(size());
   key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
   live_bytes_ -= record::kHeaderBytes + cap;
-  if (sync_each_ && !reports_on_) err = journal_.sync_range(loc, record::kHeaderBytes);
+  if (sync_each_ && !removals_.on()) err = journal_.sync_range(loc, record::kHeaderBytes);
   if (err != 0) note_sync_error(err);
   return err;
 }
@@ -363,22 +363,18 @@ int Shard<P>::remove_at(std::uint64_t slot, Location loc, std::byte* rec, const 
 template <class P>
 void Shard<P>::clear() noexcept {
   // After a report() in progress: its batch's records are read and freed.
-  const std::lock_guard<std::mutex> reporting(report_mutex_);
+  const std::lock_guard<std::mutex> reporting(removals_.mutex());
   const WriteLock guard(*this);
   // Removals waiting for their report go unreported (their records are
   // dropped with the rest).
-  unreported_ += reports_.size();
-  reports_.clear();
-  retired_records_ = 0;
-  retired_bytes_ = 0;
+  removals_.drop_all();
   // A fresh table (the old one retired, as after growth), or emptied in
   // place; either way the generation moves: readers inside restart.
   index_.clear(walks_);  // the old table retired, or emptied in place
   policy_.clear();
-  wheel_.reset(now_ms());
+  expiry_.clear(now_ms());
   next_due_.store(ExpiryWheel::kNever, std::memory_order_seq_cst);
   pages_.clear();  // (reset() below hands every chunk's pages back)
-  had_deadlines_ = false;
   // The readers' buffered hits name records that are gone: a drain would
   // hand them to the emptied policy (W-TinyLFU would count their keys).
   if constexpr (kBufferedHits) hits_.discard();

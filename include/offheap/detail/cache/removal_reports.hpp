@@ -140,7 +140,7 @@ class RemovalReports {
 };
 
 /// Room for one more retired record everywhere it goes until it is freed:
-/// the queue, and (file-backed) the lists that finish_report() fills, for
+/// the queue, and (file-backed) the lists that finish() fills, for
 /// it and for every record queued or in a batch. A report then never maps:
 /// at Options::memory_limit_bytes, a report that had to map room could not
 /// free the room it lacked (the limit refused the maintenance thread's
@@ -175,8 +175,8 @@ std::uint64_t RemovalReports<S>::report(S& sh, Fn& fn, std::uint64_t max, const 
   {
     const typename S::WriteLock guard(sh);
     n = std::min({max, kReportBatch, reports_.size()});
-    // Room on the lists that finish_report() fills, before anything leaves
-    // the queue: reserve_retire() made it for every retired record, so
+    // Room on the lists that finish() fills, before anything leaves
+    // the queue: reserve() made it for every retired record, so
     // this maps nothing (may throw: nothing changed).
     if (n != 0 && sh.durable_) sh.dead_.reserve(n);
     if (n != 0 && sh.defer_frees_) sh.deferred_.reserve(n);
@@ -191,7 +191,7 @@ std::uint64_t RemovalReports<S>::report(S& sh, Fn& fn, std::uint64_t max, const 
   if (n == 0) return 0;
   // The records' bytes were written under the lock just released (which
   // orders them before these reads) and nobody writes them until
-  // finish_report() frees them.
+  // finish() frees them.
   std::uint64_t errors = 0;
   const void* outer = t_in_removal_listener;  // another store's listener may have called this one
   t_in_removal_listener = store;

@@ -107,7 +107,7 @@ void ShardExpiry<S>::schedule(S& sh, Location loc, std::uint64_t deadline) noexc
   // due now, so that the maintenance thread's next round sweeps.
   if (wheel_.size() > 2 * sh.size() + kSweepFloor) deadline = 1;
   // seq_cst: pairs with the maintenance thread's store of its wake-up
-  // time and its load of this (OffHeapStore's due()): one of the two
+  // time and its load of this (the due lambda of Upkeep::start, store/upkeep.hpp): one of the two
   // sees the other's store.
   if (deadline < sh.next_due_.load(std::memory_order_relaxed)) sh.next_due_.store(deadline, std::memory_order_seq_cst);
 }

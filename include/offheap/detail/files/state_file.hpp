@@ -105,7 +105,7 @@ bool ShardStateFile<S>::load_state(S& sh, std::uint64_t generation, std::string&
   const std::string name = format::state_file_name(sh.number_);
   const std::string path = f.dir_path + "/" + name;
   if (sh.journal_.clear_marked()) {  // never after a clean close but in a damaged store
-    why = "a sh.clear() of shard " + std::to_string(sh.number_) + " was cut short";
+    why = "a clear() of shard " + std::to_string(sh.number_) + " was cut short";
     return false;
   }
   Fd fd(open_at(f.dir_fd, name, O_RDONLY));

@@ -27,13 +27,23 @@
 // read, so a key under continuous rewrite is still read in bounded time (not
 // with NullLock, where it keeps yielding).
 //
-// This header declares the shard; its members are defined out of the class
-// in headers of their own, included at the end: shard/probe.hpp (reads:
-// lookup, probe), shard/writes.hpp (writes, removals), space.hpp
-// (allocation, freeing, merging), index_growth.hpp, walk.hpp (for_each,
-// scan), durability.hpp (syncs, deferred frees), integrity.hpp (damage met
-// in files), recovery.hpp, state_file.hpp, verify.hpp, and the concerns
-// that arrived later (expiry, caches, compaction, pages back to the OS).
+// The shard's parts. Components that own their state, each a class
+// template over the shard (which lets it in as a friend and holds one),
+// included above, none including this header:
+//   ShardExpiry     expiry/expiry_shard.hpp     the wheel, sweeps, expirations
+//   RemovalReports  cache/removal_reports.hpp   the listener's queue, retired records
+//   Compaction      compaction/compaction.hpp   emptying sparse chunks
+//   PageRelease     compaction/page_release.hpp pages of free records back to the OS
+// and those that hold none, which the shard forwards to: ShardWalk
+// (journal/walk.hpp: for_each, scan), ShardVerify (shard/verify.hpp),
+// ShardStateFile (files/state_file.hpp), IndexGrowth (index/index_growth.hpp),
+// ShardStats (shard/stats.hpp), ShardIntegrity (files/integrity.hpp).
+// Still defined out of the class as the shard's own members, in headers
+// included at the end (each includes this one; the next components to
+// become): shard/probe.hpp (reads: lookup, probe), shard/writes.hpp and
+// shard/compute.hpp (writes, removals, compute), journal/space.hpp
+// (allocation, freeing, merging), files/durability.hpp (syncs, deferred
+// frees), files/recovery.hpp, and cache/cache_shard.hpp (the cache host).
 #pragma once
 
 #include <offheap/detail/memory/atomic_word.hpp>
@@ -614,7 +624,7 @@ class alignas(64) Shard {
   void release_huge(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
   void want_round() noexcept {
     // seq_cst: as in schedule_expiry(), against the maintenance thread's
-    // plan (OffHeapStore's due()).
+    // plan (the due lambda of Upkeep::start).
     if (next_due_.load(std::memory_order_relaxed) > 1) next_due_.store(1, std::memory_order_seq_cst);
   }
   /// next_due_ after a round: the wheel's next event, or now while work is left.

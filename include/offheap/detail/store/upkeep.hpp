@@ -241,7 +241,7 @@ void Upkeep<P>::start() {
         due = std::min<std::int64_t>(due, max_idle.count());
         // The planned wake-up goes out before the shards' next events
         // are read (seq_cst, as schedule_expiry()'s store and the
-        // writer's load of wake_at_ in write()): a writer that schedules
+        // writer's load of wake_at_ in nudge()): a writer that schedules
         // an earlier deadline meanwhile either is seen here or sees a
         // wake-up later than its deadline, and wakes the thread.
         const std::uint64_t now = e_.now_ms();

@@ -88,9 +88,13 @@ class Writes {
 
   /// Every write but compute's: `value`, or (with `fill`) fill->size bytes
   /// that fill writes in place. Sizes are checked by the caller, all but
-  /// the deadline's word.
-  Computed write(std::string_view key, std::string_view value, std::uint8_t type, typename Shard::Mode mode,
-                 std::string_view expected = {}, Ttl ttl = {}, const ValueFill* fill = nullptr);
+  /// the deadline's word. Inlined into each caller, so that the engine and
+  /// Upkeep are reached as the store's own members, not through this
+  /// object's references (measured: W1 mixed 62.2 ns an op out of line
+  /// against 57.5 inlined, where the store before this split took 58).
+  [[gnu::always_inline]] Computed write(std::string_view key, std::string_view value, std::uint8_t type,
+                                        typename Shard::Mode mode, std::string_view expected = {}, Ttl ttl = {},
+                                        const ValueFill* fill = nullptr);
   /// OffHeapStore::put_value.
   template <class T>
   Computed put_value(std::string_view key, const T& value, Ttl ttl);
@@ -335,9 +339,9 @@ bool Writes<P>::put_if_absent_copy(std::string_view key, std::string_view value,
 // ---- every write but compute's --------------------------------------------
 
 template <Policy P>
-Computed Writes<P>::write(std::string_view key, std::string_view value, std::uint8_t type,
-                                typename Shard::Mode mode, std::string_view expected, Ttl ttl,
-                                const ValueFill* fill) {
+inline Computed Writes<P>::write(std::string_view key, std::string_view value, std::uint8_t type,
+                                 typename Shard::Mode mode, std::string_view expected, Ttl ttl,
+                                 const ValueFill* fill) {
   const std::uint64_t h = e_.hash_(key);
   const std::uint64_t deadline = e_.deadline_for(ttl);
   e_.check_deadline_word(key, fill != nullptr ? fill->size : value.size(), deadline);

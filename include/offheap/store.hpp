@@ -722,8 +722,7 @@ class OffHeapStore {
   /// listener (it would wait for the listener's own batch).
   /// Returns: "" if they hold, else a description of the first violation.
   std::string verify() const {
-    if (detail::t_in_compute == e_.id()) [[unlikely]] e_.throw_in_compute("verify()");
-    if (detail::t_in_removal_listener == e_.id()) [[unlikely]] e_.throw_in_listener("verify()");
+    e_.check_not_reentered("verify()", true);
     for (const Shard& s : e_.shards_) {
       std::string problem = s.verify();
       if (!problem.empty()) return problem;

@@ -60,7 +60,6 @@ class Upkeep {
   }
   /// The thread, if the store has one (its state for checks and stats).
   const MaintenanceThread* thread() const noexcept { return maintenance_.get(); }
-  bool has_thread() const noexcept { return maintenance_ != nullptr; }
 
   /// After a write to `s`: if the shard now wants a maintenance round
   /// before the thread's planned wake-up (a deadline, freed pages, stale
@@ -418,8 +417,7 @@ template <Policy P>
 bool Upkeep<P>::maintain() {
   // Not in a closed store: its state is saved (an eviction or expiry
   // would free records the saved index still leads to).
-  const bool stopped = e_.writes_stopped();
-  if (!stopped) {
+  if (!e_.writes_stopped()) {
     const std::uint64_t now = e_.now_ms();
     for (Shard& s : e_.shards_) s.expire(now, ~std::uint64_t{0});
     if constexpr (Shard::kEvicts) {

@@ -12,7 +12,7 @@
 #   4 policies    detail/expiry/wheel, detail/cache/{hit_buffers,ghost_set,
 #                 count_min,node_list}, eviction/, policy.hpp, cursor.hpp
 #   5 shard       detail/shard/ and the shard's components: compaction/,
-#                 expiry/expiry_shard, cache/{removal_reports,cache_shard},
+#                 expiry/expiry_shard, cache/{removal_reports,cache_host},
 #                 files/{state_file,recovery,durability,integrity},
 #                 index/index_growth, journal/{space,walk}
 #   6 store parts detail/files/store_files, detail/store/
@@ -46,7 +46,7 @@ function(layer_of path out)
     set(rank 4)
   elseif(path MATCHES "^offheap/detail/(shard|compaction)/"
          OR path MATCHES "^offheap/detail/expiry/expiry_shard\\.hpp$"
-         OR path MATCHES "^offheap/detail/cache/(removal_reports|cache_shard)\\.hpp$"
+         OR path MATCHES "^offheap/detail/cache/(removal_reports|cache_host)\\.hpp$"
          OR path MATCHES "^offheap/detail/files/(state_file|recovery|durability|integrity)\\.hpp$")
     set(rank 5)
   elseif(path MATCHES "^offheap/detail/files/store_files\\.hpp$" OR path MATCHES "^offheap/detail/store/")

@@ -258,7 +258,7 @@ Result simulate(P& policy, RecordModel& host, const std::vector<std::uint64_t>& 
 /// the record is written and admitted, then policy.evict_one(host) while
 /// the records pass the capacity. That is a cache's order: a write goes in
 /// and the maintenance thread evicts down to the capacity after it
-/// (detail/cache/cache_shard.hpp), so the policy may also let the new record go
+/// (detail/cache/cache_host.hpp), so the policy may also let the new record go
 /// at once (an admission policy's refusal).
 /// Throws HostError when the policy breaks the host's contract: evicting a
 /// record that is not current, evicting outside evict_one() or more than

@@ -42,14 +42,14 @@
 // Clean mark: close() writes it with the counts; the open clears it before
 // any write. An open that finds it missing (a crash, or a write that failed
 // halfway and left the graph marked damaged) repairs the graph before it
-// returns (repair.hpp): it drops entries whose neighbour or edge record is
+// returns (detail/check.hpp): it drops entries whose neighbour or edge record is
 // gone, edge records that lack an entry or name a missing node (the add or
 // remove in flight then did not happen, or did), pages no directory names,
 // and recounts. Cost: a walk of every key and a few lookups per entry; a
 // clean open reads only the meta record (and the store's stats). A graph
 // marked clean is trusted as it is, unless the store met damage (stats():
 // corrupt_records, or a rebuild of its index): then it is repaired too.
-// The repair also drops damage that no crash leaves (repair.hpp), and
+// The repair also drops damage that no crash leaves (detail/check.hpp), and
 // raises the next ids above every id present. Only a writable open
 // repairs: a read-only open of an unclean graph checks and counts, and its
 // reads step over the leftovers as above.
@@ -73,7 +73,7 @@
 // traversals' visitors get ids and kinds by value; shortest_path returns a
 // Path the caller owns. The traversals' bookkeeping (visited sets, queues,
 // Dijkstra's heap) is the only heap they use, freed when they return
-// (traversal.hpp).
+// (detail/search.hpp).
 //
 // Costs and limits: the repair of an unclean graph is a full walk, 5-13 us
 // per edge (measured on a shared 2-core machine). Traversals read the store
@@ -95,6 +95,8 @@
 #include <offheap/graph/detail/adjacency.hpp>
 #include <offheap/graph/detail/id_table.hpp>
 #include <offheap/graph/detail/layout.hpp>
+#include <offheap/graph/detail/check.hpp>
+#include <offheap/graph/detail/search.hpp>
 #include <offheap/graph/types.hpp>
 #include <offheap/options.hpp>
 #include <offheap/store.hpp>
@@ -115,31 +117,7 @@
 
 namespace offheap {
 
-namespace graph_detail {
-/// Calls a visitor that returns void (go on) or something that converts to
-/// bool (false: stop). Returns: whether to go on.
-template <class F, class... A>
-bool call_continue(F& fn, A&&... a) {
-  if constexpr (std::is_void_v<std::invoke_result_t<F&, A...>>) {
-    fn(std::forward<A>(a)...);
-    return true;
-  } else {
-    return static_cast<bool>(fn(std::forward<A>(a)...));
-  }
-}
-}  // namespace graph_detail
 
-/// What the open of a graph found (Graph::open_report()).
-struct GraphOpenReport {
-  bool repaired = false;             ///< the graph was not closed cleanly: it was checked and repaired
-  std::uint64_t entries_dropped = 0; ///< adjacency entries whose neighbour or edge record was gone
-  std::uint64_t edges_dropped = 0;   ///< edge records lacking an entry or naming a missing node
-  std::uint64_t pages_dropped = 0;   ///< pages no directory named
-  std::uint64_t nodes_dropped = 0;   ///< node records too short for their directory (damage)
-  std::uint64_t directory_entries_dropped = 0;  ///< directory entries naming a missing or emptied
-                                                ///< page, or not ascending (damage)
-  double seconds = 0;                ///< how long the check and repair took
-};
 
 class Graph {
  public:
@@ -247,7 +225,7 @@ class Graph {
   std::uint64_t node_count() const noexcept { return node_count_.load(std::memory_order_relaxed); }
   std::uint64_t edge_count() const noexcept { return edge_count_.load(std::memory_order_relaxed); }
 
-  // ---- traversals (traversal.hpp) ---------------------------------------------------
+  // ---- traversals (detail/search.hpp) ---------------------------------------------------
   //
   // Iterative (no recursion: a path a million nodes long is fine), each
   // node visited once, neighbours in the order their edges were added,
@@ -263,7 +241,9 @@ class Graph {
   /// visited, each one's neighbours in edge order). visit returns void or
   /// bool (false: stop the whole traversal at once).
   template <class V>
-  void bfs(NodeId start, const Traversal& t, V&& visit) const;
+  void bfs(NodeId start, const Traversal& t, V&& visit) const {
+    graph_detail::GraphSearch(store_).bfs(start, t, visit);
+  }
 
   /// Effects: depth-first from `start`, preorder: as the recursive
   /// dfs(u, depth) { visit(u, depth); if depth < t.max_depth: for each
@@ -274,14 +254,18 @@ class Graph {
   /// stack frame (24 bytes) per node on the current path, a set of the
   /// nodes visited.
   template <class V>
-  void dfs(NodeId start, const Traversal& t, V&& visit) const;
+  void dfs(NodeId start, const Traversal& t, V&& visit) const {
+    graph_detail::GraphSearch(store_).dfs(start, t, visit);
+  }
 
   /// Returns: a path from `from` to `to` with the fewest edges following
   /// `d`, cost = its number of edges; among several, the one breadth-first
   /// search finds first (each node's parent is the first node that reached
   /// it). nullopt if either node is absent or no path exists. A node to
   /// itself: {{from}, {}, 0}.
-  std::optional<Path> shortest_path(NodeId from, NodeId to, Direction d = Direction::out) const;
+  std::optional<Path> shortest_path(NodeId from, NodeId to, Direction d = Direction::out) const {
+    return graph_detail::GraphSearch(store_).shortest_path(from, to, d);
+  }
 
   /// Returns: a path from `from` to `to` of least total weight following
   /// `d` (Dijkstra, a binary heap with lazy deletion), where an edge's
@@ -298,7 +282,9 @@ class Graph {
   /// 2^53. (Beside a writer, the edges of a node being removed may be
   /// looked at too.)
   std::optional<Path> shortest_path(NodeId from, NodeId to, std::string_view weight_field,
-                                    Direction d = Direction::out) const;
+                                    Direction d = Direction::out) const {
+    return graph_detail::GraphSearch(store_).shortest_path(from, to, weight_field, d);
+  }
 
   // ---- lifetime ---------------------------------------------------------------------
 
@@ -392,12 +378,6 @@ class Graph {
       throw;
     }
   }
-  /// Dijkstra's weight of edge e from a copy of its record (traversal.hpp);
-  /// throws as shortest_path says.
-  double weight_of(std::string_view record, EdgeId e, std::string_view field, NodeId from, NodeId to) const;
-  /// The path to `to` from the parents a search recorded.
-  template <class Parents>
-  static Path path_from(Parents& parents, NodeId from, NodeId to, double cost);
 
   Store store_;
   std::mutex write_mutex_;
@@ -667,8 +647,82 @@ inline void Graph::close() {
   store_.close();
 }
 
-}  // namespace offheap
+// Open: a graph closed unclean (or in a store that met damage) is checked
+// and repaired by graph_detail::GraphCheck (graph/detail/check.hpp).
+inline void Graph::open() {
+  using namespace graph_detail;
+  const bool writable = !store_.options().read_only;
+  std::string m;
+  if (!store_.get(meta_key(), m)) {
+    if (store_.size() != 0) {
+      throw Error(Errc::invalid_argument, store_.name() + ": the store holds " + std::to_string(store_.size()) +
+                                              " records and no graph (no meta record): a Graph opens only a "
+                                              "store that is empty or holds a graph");
+    }
+    if (writable) write_meta(false);
+    return;
+  }
+  if (m.size() != kMetaBytes || std::memcmp(m.data(), kMagic, sizeof kMagic) != 0) {
+    throw Error(Errc::corrupt_file, store_.name() + ": the record under the graph's meta key (\"M\", " +
+                                        std::to_string(m.size()) + " bytes) is not a graph's");
+  }
+  if (const std::uint32_t v = load32(m.data() + 8); v != kGraphFormatVersion) {
+    throw Error(Errc::format_version, store_.name() + ": graph format version " + std::to_string(v) +
+                                          "; this build reads version " + std::to_string(kGraphFormatVersion));
+  }
+  node_ids_ = next_node_ = std::max<std::uint64_t>(load64(m.data() + 16), 1);
+  edge_ids_ = next_edge_ = std::max<std::uint64_t>(load64(m.data() + 24), 1);
+  // A graph closed clean is trusted as it is, unless the store met damage
+  // (its recovery dropped records that failed their checksums, or it had
+  // to rebuild: records written late may be lost): then it is checked and
+  // repaired like an unclean one.
+  bool clean = (load32(m.data() + 12) & 1) != 0;
+  if (clean) {
+    const Stats st = store_.stats();
+    clean = st.corrupt_records == 0 && !st.rebuilt;
+  }
+  if (clean) {
+    node_count_.store(load64(m.data() + 32), std::memory_order_relaxed);
+    edge_count_.store(load64(m.data() + 40), std::memory_order_relaxed);
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    GraphCheck check(store_, writable ? &store_ : nullptr, writable ? &writer_ : nullptr, false);
+    check.run();
+    open_report_ = check.fixes;
+    open_report_.repaired = true;
+    open_report_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    node_count_.store(check.nodes, std::memory_order_relaxed);
+    edge_count_.store(check.edges, std::memory_order_relaxed);
+    // The meta record's ids may be stale or damaged: the next ids go above
+    // every id found (ids are never reused).
+    node_ids_ = next_node_ = std::max<std::uint64_t>(next_node_, check.max_node + 1);
+    edge_ids_ = next_edge_ = std::max<std::uint64_t>(next_edge_, check.max_edge + 1);
+  }
+  // In use from here: a crash before the next close() leaves it unclean.
+  if (writable) write_meta(false);
+}
 
-// Defined out of the class (each includes this header).
-#include <offheap/graph/repair.hpp>
-#include <offheap/graph/traversal.hpp>
+inline std::string Graph::verify() const {
+  using namespace graph_detail;
+  std::string m;
+  if (!store_.get(meta_key(), m)) return "the graph's meta record is missing";
+  GraphCheck check(store_, nullptr, nullptr, true);
+  std::string problem = check.run();
+  if (!problem.empty()) return problem;
+  if (check.nodes != node_count()) {
+    return "node_count() is " + std::to_string(node_count()) + " but the store holds " + std::to_string(check.nodes) +
+           " nodes";
+  }
+  if (check.max_node >= next_node_ || check.max_edge >= next_edge_) {
+    return "node " + std::to_string(check.max_node) + " or edge " + std::to_string(check.max_edge) +
+           " is present, but the next ids handed out are node " + std::to_string(next_node_) + " and edge " +
+           std::to_string(next_edge_) + " (the meta record's ids are stale)";
+  }
+  if (check.edges != edge_count()) {
+    return "edge_count() is " + std::to_string(edge_count()) + " but the store holds " + std::to_string(check.edges) +
+           " edges";
+  }
+  return {};
+}
+
+}  // namespace offheap

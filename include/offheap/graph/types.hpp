@@ -63,4 +63,16 @@ struct Traversal {
   Direction direction = Direction::out;
 };
 
+/// What the open of a graph found (Graph::open_report()).
+struct GraphOpenReport {
+  bool repaired = false;             ///< the graph was not closed cleanly: it was checked and repaired
+  std::uint64_t entries_dropped = 0; ///< adjacency entries whose neighbour or edge record was gone
+  std::uint64_t edges_dropped = 0;   ///< edge records lacking an entry or naming a missing node
+  std::uint64_t pages_dropped = 0;   ///< pages no directory named
+  std::uint64_t nodes_dropped = 0;   ///< node records too short for their directory (damage)
+  std::uint64_t directory_entries_dropped = 0;  ///< directory entries naming a missing or emptied
+                                                ///< page, or not ascending (damage)
+  double seconds = 0;                ///< how long the check and repair took
+};
+
 }  // namespace offheap

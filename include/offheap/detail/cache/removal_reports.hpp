@@ -87,7 +87,7 @@ class RemovalReports {
     ++retired_records_;
     retired_bytes_ += bytes;
   }
-  /// The report just queued (a write relabels its cause: cache_shard.hpp).
+  /// The report just queued (a write relabels its cause: cache/cache_host.hpp).
   RetiredRecord* last() noexcept { return &reports_.back(); }
   /// Shard::report (shard.hpp says what it does).
   template <class Fn>
@@ -150,8 +150,8 @@ template <class S>
 void RemovalReports<S>::reserve(S& sh) {
   reports_.reserve_one();
   const std::uint64_t coming = retired_records_ + 1;  // queued or in a batch, and this one
-  if (sh.durable_) sh.dead_.reserve(coming);
-  if (sh.defer_frees_) sh.deferred_.reserve(coming);
+  if (sh.durable_) sh.durability_.reserve_marker(coming);
+  sh.durability_.reserve(coming, 0);
 }
 
 template <class S>
@@ -178,8 +178,8 @@ std::uint64_t RemovalReports<S>::report(S& sh, Fn& fn, std::uint64_t max, const 
     // Room on the lists that finish() fills, before anything leaves
     // the queue: reserve() made it for every retired record, so
     // this maps nothing (may throw: nothing changed).
-    if (n != 0 && sh.durable_) sh.dead_.reserve(n);
-    if (n != 0 && sh.defer_frees_) sh.deferred_.reserve(n);
+    if (n != 0 && sh.durable_) sh.durability_.reserve_marker(n);
+    sh.durability_.reserve(n, 0);
     for (std::uint64_t i = 0; i < n; ++i) {
       const RetiredRecord r = reports_.front();
       reports_.pop_front();
@@ -219,27 +219,27 @@ void RemovalReports<S>::finish(S& sh, const RetiredRecord& r) noexcept {
   std::byte* rec = sh.journal_.at(loc);
   const record::Meta m = record::read_meta(rec);
   const std::uint64_t bytes = record::kHeaderBytes + m.capacity();
-  if (sh.defer_frees_) {
+  if (sh.durability_.defers()) {
     // As a periodic removal would have at once: the record is freed by the
     // next sync (its successor or marker is on disk by then), the marker
     // two syncs later (durability.hpp).
-    sh.deferred_.push(loc);  // reserved by report()
-    if (!marker.is_none()) sh.dead_.push(marker);
+    sh.durability_.defer_old(loc);  // reserved by report()
+    if (!marker.is_none()) sh.durability_.defer_marker(marker);
   } else {
     sh.release(loc, rec, m.capacity(), m.prev_free());
     int err = 0;
-    if (sh.sync_each_) err = sh.journal_.sync_range(loc, record::kHeaderBytes);
+    if (sh.durability_.sync_each()) err = sh.journal_.sync_range(loc, record::kHeaderBytes);
     // The marker goes once the record's free is on disk (every_write), so
     // that a power loss finds one or the other; after a failed sync it waits
     // on the dead-marker list as recovery leaves it (writes are refused from
     // now on).
     if (!marker.is_none() && err != 0) {
-      sh.dead_.push(marker);  // reserved by report()
+      sh.durability_.defer_marker(marker);  // reserved by report()
     } else if (!marker.is_none()) {
       std::byte* mrec = sh.journal_.at(marker);
       const record::Meta mm = record::read_meta(mrec);
       sh.release(marker, mrec, mm.capacity(), mm.prev_free());
-      if (sh.sync_each_) err = sh.journal_.sync_range(marker, record::kHeaderBytes);
+      if (sh.durability_.sync_each()) err = sh.journal_.sync_range(marker, record::kHeaderBytes);
     }
     if (err != 0) sh.note_sync_error(err);
   }

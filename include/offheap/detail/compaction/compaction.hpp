@@ -139,7 +139,7 @@ std::uint64_t Compaction<S>::compact(S& sh, std::uint64_t max_bytes, bool* more,
   if (now < compact_retry_ms_ && !now_anyway) return 0;
   compact_wanted_ = false;
   // A failed sync: the store refuses writes; nothing more is moved.
-  if (!compaction_due(sh) || (sh.sync_error_ != nullptr && sh.sync_error_->load(std::memory_order_relaxed) != 0)) return 0;
+  if (!compaction_due(sh) || sh.durability_.failed()) return 0;
   if (!sh.free_.chunks_known()) {
     try {
       sh.free_.recount_chunks();

@@ -199,7 +199,7 @@ bool ShardStateFile<S>::load_state(S& sh, std::uint64_t generation, std::string&
   for (std::uint32_t c = 0; c < h.tail_chunk && c < sh.journal_.chunks(); ++c) used += sh.journal_.chunk_size(c);
   sh.journal_.set_tail(static_cast<std::uint32_t>(h.tail_chunk), h.tail_offset, used);
   sh.stamp_ = h.stamp;
-  sh.newest_live_ = h.stamp;
+  sh.durability_.wrote_live(h.stamp);
   sh.records_.store(h.records, std::memory_order_relaxed);
   sh.key_value_bytes_ = h.key_value_bytes;
   sh.live_bytes_ = h.live_bytes;

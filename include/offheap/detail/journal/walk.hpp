@@ -12,6 +12,7 @@
 #include <offheap/detail/index/location.hpp>
 #include <offheap/detail/journal/record.hpp>
 #include <offheap/detail/memory/atomic_word.hpp>
+#include <offheap/detail/shard/probe.hpp>
 #include <offheap/detail/shard/reader_support.hpp>
 
 #include <cstdint>
@@ -119,7 +120,7 @@ bool ShardWalk<S>::copy_record(const S& sh, const TableView& t, const std::uint6
     // elsewhere moved the generation, the record is still current).
     if (!record::validate(rec, s1)) continue;
     if (!(sh.index_.unchanged_since(generation) && sh.leads_to(load_relaxed(slot), loc)) &&
-        !sh.still_current(serial, slot, loc, rec, s1)) {
+        !ShardProbe<S>::still_current(sh, serial, slot, loc, rec, s1)) {
       continue;
     }
     if (sh.verify_ && record::checksum_of(sh.crc_seed_, s1, m.encode(), loc, kbuf, vbuf, deadline) != stored) {

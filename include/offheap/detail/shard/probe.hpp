@@ -7,9 +7,18 @@
 // turns every anomaly (a generation that moved, a slot that changed, a
 // record torn or damaged) into a restart or a miss, never a wrong value.
 // Lock-free; `locked` only when a starved reader holds the writer lock.
+//
+// ShardProbe<S> holds no state: a component of the shard (S), which lets it
+// in (friend) and forwards lookup() and lookup_slow() to it.
 #pragma once
 
-#include <offheap/detail/shard/shard.hpp>
+#include <offheap/detail/cache/cache_host.hpp>
+#include <offheap/detail/index/index.hpp>
+#include <offheap/detail/index/location.hpp>
+#include <offheap/detail/journal/record.hpp>
+#include <offheap/detail/memory/atomic_word.hpp>
+#include <offheap/detail/shard/reader_support.hpp>
+#include <offheap/eviction/policy.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -17,14 +26,81 @@
 
 namespace offheap::detail {
 
+/// A shard's reads (S: the shard). Every function is lock-free and
+/// writes nothing but the policy's hit (a frequency bit's compare-and-swap
+/// or the reader's own ring), except lookup_slow()'s one read under the
+/// writer lock after a starved probe.
+template <class S>
+class ShardProbe {
+ public:
+  using Examined = typename S::Examined;
+  using Probe = typename S::Probe;
+  using Eviction = typename S::Eviction;
+  using Lock = typename S::Lock;
+  static constexpr bool kLocks = S::kLocks;
+  static constexpr bool kBufferedHits = S::kBufferedHits;
+
+  /// Shard::lookup (shard.hpp says what on_hit gets and returns): the
+  /// common case first, inline: one pass of the probe in which nothing
+  /// moves, under the same checks as probe() and examine() make (each
+  /// conclusion only from words read between two equal stamps, through a
+  /// slot that still leads there, under the generation loaded before the
+  /// table). At the first thing that would make them wait or start over (a
+  /// record being written, a generation that moved, a slot that changed,
+  /// a stamp that differs after the value was read) or that they check
+  /// further (a file-backed store that checks checksums), the lookup goes
+  /// the whole way instead, from the start.
+  template <class OnHit>
+  [[gnu::always_inline]] static bool lookup(const S& sh, std::string_view key, std::uint64_t h, OnHit&& on_hit);
+  /// The whole way (probe(), then, starved, under the writer lock).
+  template <class OnHit>
+  [[gnu::noinline]] static bool lookup_slow(const S& sh, std::string_view key, std::uint64_t h, OnHit& on_hit);
+
+  /// One lookup through the index; `may_starve`: give up with
+  /// Probe::starved once the backoff is exhausted; `locked`: this reader
+  /// holds the writer lock (no record can be half-written).
+  template <class OnHit>
+  static Probe probe(const S& sh, std::string_view key, std::uint64_t h, OnHit& on_hit, Backoff& backoff,
+                     bool may_starve, bool locked);
+  /// One slot's record: read between two equal stamps; a hit, another
+  /// key's record, or a restart (or starved) when something moved.
+  template <class OnHit>
+  static Examined examine(const S& sh, std::uint64_t generation, std::uint64_t serial,
+                          const std::uint64_t* slot, std::string_view key, std::uint64_t h,
+                          OnHit& on_hit, Backoff& backoff, bool may_starve, bool locked);
+  /// After a read of the record at `loc` (stamp s1), through `slot` of
+  /// the table published as `serial`, during which the generation moved (a
+  /// merge or a retreat of the tail anywhere in the shard): the bytes read
+  /// were the record's if, under a generation loaded afresh that holds
+  /// meanwhile, that table is still the current one (no table was
+  /// published since `serial`: a replaced table is frozen, its slots may
+  /// lead to freed records, and its range may since hold another table;
+  /// the serial, unlike the address, never comes back), the slot is still
+  /// full (clear() leaves locations) and still leads to `loc`, and the
+  /// record still shows s1. A full slot of the current
+  /// table under an unmoved generation leads to a record start, whose stamp
+  /// is drawn afresh at every write and free and so never shows s1 again
+  /// once the record was changed: the record stayed as it was throughout.
+  static bool still_current(const S& sh, std::uint64_t serial, const std::uint64_t* slot, Location loc,
+                     const std::byte* rec, std::uint64_t s1) noexcept {
+    const std::uint64_t g2 = sh.index_.acquire_generation();  // before the serial, as in probe()
+    if (sh.index_.acquire_serial() != serial) return false;
+    if (!Index::slot_full(slot)) return false;
+    if (!S::leads_to(load_acquire(slot), loc)) return false;
+    if (record::read_stamp(rec) != s1) return false;
+    std::atomic_thread_fence(std::memory_order_acquire);  // as in record::validate
+    return sh.index_.unchanged_since(g2);
+  }
+};
+
 // Shard::lookup: the common case of a read, inline (see its declaration).
-template <class P>
+template <class S>
 template <class OnHit>
-inline bool Shard<P>::lookup(std::string_view key, std::uint64_t h, OnHit&& on_hit) const {
-  if (!verify_) [[likely]] {
-    const std::uint64_t generation = index_.acquire_generation();
-    const std::uint64_t serial = index_.acquire_serial();  // after the generation
-    const TableView t = index_.acquire_view();              // after the serial
+inline bool ShardProbe<S>::lookup(const S& sh, std::string_view key, std::uint64_t h, OnHit&& on_hit) {
+  if (!sh.verify_) [[likely]] {
+    const std::uint64_t generation = sh.index_.acquire_generation();
+    const std::uint64_t serial = sh.index_.acquire_serial();  // after the generation
+    const TableView t = sh.index_.acquire_view();              // after the serial
     const std::uint8_t tag = ctrl::tag_of(h);
     ProbeSeq seq(h, t.mask);
     do {
@@ -35,13 +111,13 @@ inline bool Shard<P>::lookup(std::string_view key, std::uint64_t h, OnHit&& on_h
         const std::uint64_t* slot = line + 1 + ctrl::first(m);
         // Pairs with the release stores in Index::insert/update.
         const std::uint64_t sw = load_acquire(slot);
-        const Location loc = slot_location(sw);
+        const Location loc = S::slot_location(sw);
 #if defined(OFFHEAP_TESTING_READ_HOOK)
         testing_reader_step();
 #endif
         if (loc.is_none()) continue;  // removed: another key's slot now
         std::uint64_t avail = 0;
-        const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+        const std::byte* rec = sh.journal_.resolve(loc, record::kMinRecord, avail);
         if (rec == nullptr) [[unlikely]] goto slow;
         const std::uint64_t s1 = record::read_stamp(rec);
         if (!record::stamp_is_stable(s1)) [[unlikely]] goto slow;
@@ -51,7 +127,7 @@ inline bool Shard<P>::lookup(std::string_view key, std::uint64_t h, OnHit&& on_h
         if (!record::validate(rec, s1)) [[unlikely]] goto slow;
         if (!mine) {
           // Another key's record, while the slot still leads here.
-          if (leads_to(load_relaxed(slot), loc)) [[likely]] continue;
+          if (S::leads_to(load_relaxed(slot), loc)) [[likely]] continue;
           goto slow;
         }
         // Expired is decided on the clock read here, before the record's
@@ -59,14 +135,14 @@ inline bool Shard<P>::lookup(std::string_view key, std::uint64_t h, OnHit&& on_h
         // record was the key's current one when its deadline had passed
         // (a refresh meanwhile rewrote it in place, or moved the slot:
         // the read starts over).
-        const bool gone = deadline != 0 && expired(deadline);
-        if (!index_.unchanged_since(generation) || !leads_to(load_relaxed(slot), loc)) [[unlikely]] {
+        const bool gone = deadline != 0 && sh.expired(deadline);
+        if (!sh.index_.unchanged_since(generation) || !S::leads_to(load_relaxed(slot), loc)) [[unlikely]] {
           goto slow;
         }
         // The key's record, expired: a miss (no other record of the key
         // is in the index).
         if (gone) [[unlikely]] {
-          if (!record::validate(rec, s1) || !index_.unchanged_since(generation)) goto slow;
+          if (!record::validate(rec, s1) || !sh.index_.unchanged_since(generation)) goto slow;
           return false;
         }
 #if defined(OFFHEAP_TESTING_READ_HOOK)
@@ -75,11 +151,11 @@ inline bool Shard<P>::lookup(std::string_view key, std::uint64_t h, OnHit&& on_h
         if (on_hit(loc, rec, rm, s1)) [[likely]] {
           // As in examine(): a merge elsewhere in the shard moves the
           // generation, which costs a check, not a second read.
-          if (index_.unchanged_since(generation) || still_current(serial, slot, loc, rec, s1)) [[likely]] {
+          if (sh.index_.unchanged_since(generation) || still_current(sh, serial, slot, loc, rec, s1)) [[likely]] {
             if constexpr (Eviction::reader_hits == eviction::ReaderHits::frequency_bits) {
-              if (count_hits_) raise_frequency(slot, sw);
+              if (sh.cache_.counts_hits()) CacheHost<S>::raise_frequency(slot, sw);
             } else if constexpr (kBufferedHits) {
-              record_hit(loc, s1, h);
+              sh.cache_.record_hit(sh, loc, s1, h);
             }
             return true;
           }
@@ -88,42 +164,42 @@ inline bool Shard<P>::lookup(std::string_view key, std::uint64_t h, OnHit&& on_h
       }
       if (ctrl::match_empty(w)) {
         // (The acquire load of the control word comes first.)
-        if (index_.unchanged_since(generation)) [[likely]] return false;
+        if (sh.index_.unchanged_since(generation)) [[likely]] return false;
         goto slow;
       }
     } while (seq.next());
   }
 slow:
-  return lookup_slow(key, h, on_hit);
+  return lookup_slow(sh, key, h, on_hit);
 }
 
-template <class P>
+template <class S>
 template <class OnHit>
-bool Shard<P>::lookup_slow(std::string_view key, std::uint64_t h, OnHit& on_hit) const {
+bool ShardProbe<S>::lookup_slow(const S& sh, std::string_view key, std::uint64_t h, OnHit& on_hit) {
   Backoff backoff;
-  const Probe p = probe(key, h, on_hit, backoff, kLocks, false);
+  const Probe p = probe(sh, key, h, on_hit, backoff, kLocks, false);
   if (p != Probe::starved) [[likely]] return p == Probe::hit;
   // Writers kept changing the record under this reader: read it once with
   // them held off. New writers step aside until the reader has the lock
   // (an unfair lock would otherwise keep going to the busy writer); this is
   // the only time writers wait for a reader.
-  starving_readers_.fetch_add(1, std::memory_order_relaxed);
-  std::unique_lock<Lock> guard(lock_);
-  starving_readers_.fetch_sub(1, std::memory_order_relaxed);
+  sh.starving_readers_.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock<Lock> guard(sh.lock_);
+  sh.starving_readers_.fetch_sub(1, std::memory_order_relaxed);
   Backoff locked;
-  return probe(key, h, on_hit, locked, false, true) == Probe::hit;
+  return probe(sh, key, h, on_hit, locked, false, true) == Probe::hit;
 }
 
 
-template <class P>
+template <class S>
 template <class OnHit>
-typename Shard<P>::Probe Shard<P>::probe(std::string_view key, std::uint64_t h, OnHit& on_hit, Backoff& backoff,
-            bool may_starve, bool locked) const {
+typename S::Probe ShardProbe<S>::probe(const S& sh, std::string_view key, std::uint64_t h, OnHit& on_hit, Backoff& backoff,
+            bool may_starve, bool locked) {
   const std::uint8_t tag = ctrl::tag_of(h);
   for (;;) {
-    const std::uint64_t generation = index_.acquire_generation();
-    const std::uint64_t serial = index_.acquire_serial();  // after the generation
-    const TableView t = index_.acquire_view();              // after the serial
+    const std::uint64_t generation = sh.index_.acquire_generation();
+    const std::uint64_t serial = sh.index_.acquire_serial();  // after the generation
+    const TableView t = sh.index_.acquire_view();              // after the serial
     bool restart = false;
     ProbeSeq seq(h, t.mask);
     do {
@@ -131,7 +207,7 @@ typename Shard<P>::Probe Shard<P>::probe(std::string_view key, std::uint64_t h, 
       // Pairs with the release store in Index::set_ctrl.
       const std::uint64_t w = load_acquire(line);
       for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
-        const Examined e = examine(generation, serial, line + 1 + ctrl::first(m), key, h, on_hit,
+        const Examined e = examine(sh, generation, serial, line + 1 + ctrl::first(m), key, h, on_hit,
                                    backoff, may_starve, locked);
         if (e == Examined::hit) return Probe::hit;
         if (e == Examined::starved) return Probe::starved;
@@ -143,7 +219,7 @@ typename Shard<P>::Probe Shard<P>::probe(std::string_view key, std::uint64_t h, 
       if (!restart && ctrl::match_empty(w)) {
         // A miss is a conclusion about this table: it must still be current.
         // (The acquire loads above come first.)
-        if (index_.unchanged_since(generation)) return Probe::miss;
+        if (sh.index_.unchanged_since(generation)) return Probe::miss;
         restart = true;
       }
       // Every group visited without an empty slot: only in a table being
@@ -154,17 +230,17 @@ typename Shard<P>::Probe Shard<P>::probe(std::string_view key, std::uint64_t h, 
   }
 }
 
-template <class P>
+template <class S>
 template <class OnHit>
-typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uint64_t serial, const std::uint64_t* slot,
+typename S::Examined ShardProbe<S>::examine(const S& sh, std::uint64_t generation, std::uint64_t serial, const std::uint64_t* slot,
                  std::string_view key, std::uint64_t h, OnHit& on_hit, Backoff& backoff,
-                 bool may_starve, bool locked) const {
+                 bool may_starve, bool locked) {
   for (;; backoff.pause()) {
     if (may_starve && backoff.exhausted()) return Examined::starved;
     // Pairs with the release stores in Index::insert/update: the record the
     // location leads to is visible.
     const std::uint64_t sw = load_acquire(slot);
-    const Location loc = slot_location(sw);
+    const Location loc = S::slot_location(sw);
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     testing_reader_step();
 #endif
@@ -172,12 +248,12 @@ typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uin
     // the key this reader saw in the control word is gone from here.
     if (loc.is_none()) return Examined::other;
     std::uint64_t avail = 0;
-    const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail);
+    const std::byte* rec = sh.journal_.resolve(loc, record::kMinRecord, avail);
     if (rec == nullptr) {
       // Only a stale table leads outside (or, in a file-backed store, a
       // damaged one: passed over, counted).
-      if (durable_ && index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) {
-        return met_damage();
+      if (sh.durable_ && sh.index_.unchanged_since(generation) && S::leads_to(load_relaxed(slot), loc)) {
+        return sh.met_damage();
       }
       return Examined::restart;
     }
@@ -189,15 +265,15 @@ typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uin
       // counted (the next write of its key drops it from the index). A
       // write publishes its slot only after an even stamp, and clear()
       // moves the generation first.
-      if (durable_ && (s1 == 0 || locked || backoff.hopeless()) &&
-          index_.unchanged_since(generation) && leads_to(load_relaxed(slot), loc)) {
-        return met_damage();
+      if (sh.durable_ && (s1 == 0 || locked || backoff.hopeless()) &&
+          sh.index_.unchanged_since(generation) && S::leads_to(load_relaxed(slot), loc)) {
+        return sh.met_damage();
       }
       if (s1 == 0) return Examined::restart;  // zeroed by clear(): the table is stale
       // Odd: a write in progress at a record the slot still leads to in a
       // current table (then wait), or bytes from a stale location that are
       // no stamp (then move on). The acquire load of the stamp orders these.
-      if (!index_.unchanged_since(generation)) return Examined::restart;
+      if (!sh.index_.unchanged_since(generation)) return Examined::restart;
       continue;  // reloads the slot
     }
     const record::Meta m = record::read_meta(rec);
@@ -207,27 +283,27 @@ typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uin
     if (mine) {
       // Expired, by the clock read before the slot and the generation are
       // checked again (as in lookup()).
-      const bool gone = deadline != 0 && expired(deadline);
+      const bool gone = deadline != 0 && sh.expired(deadline);
       // The record is the key's only while the slot still leads to it and
       // the index generation has not moved: a stale location may land
       // inside a newer record's bytes once its own record was freed and
       // merged into a neighbour, or after clear(). The validate fence
       // orders these loads after the record's words; the writer changed
       // the slot or the generation before it freed the record.
-      if (!index_.unchanged_since(generation)) return Examined::restart;
-      if (!leads_to(load_relaxed(slot), loc)) continue;
-      if (verify_) {
-        const bool intact = record::checksum_in_place(crc_seed_, rec, loc, s1, m.encode(), avail) ==
+      if (!sh.index_.unchanged_since(generation)) return Examined::restart;
+      if (!S::leads_to(load_relaxed(slot), loc)) continue;
+      if (sh.verify_) {
+        const bool intact = record::checksum_in_place(sh.crc_seed_, rec, loc, s1, m.encode(), avail) ==
                             record::stored_checksum(rec);
         if (!record::validate(rec, s1)) continue;
-        if (!index_.unchanged_since(generation)) return Examined::restart;
-        if (!intact) report_corrupt(loc);  // throws
+        if (!sh.index_.unchanged_since(generation)) return Examined::restart;
+        if (!intact) sh.report_corrupt(loc);  // throws
       }
       // The key's record, expired: absent (the probe goes on to a miss:
       // no other record of the key is in the index).
       if (gone) {
         if (!record::validate(rec, s1)) continue;  // rewritten since the clock read (as in lookup())
-        if (!index_.unchanged_since(generation)) return Examined::restart;
+        if (!sh.index_.unchanged_since(generation)) return Examined::restart;
         return Examined::other;
       }
 #if defined(OFFHEAP_TESTING_READ_HOOK)
@@ -242,11 +318,11 @@ typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uin
       // only have been freed, which changes its stamp, or superseded and
       // kept whole: then it was the key's current one at the slot check.)
       if (on_hit(loc, rec, m, s1)) {
-        if (index_.unchanged_since(generation) || still_current(serial, slot, loc, rec, s1)) {
+        if (sh.index_.unchanged_since(generation) || still_current(sh, serial, slot, loc, rec, s1)) {
           if constexpr (Eviction::reader_hits == eviction::ReaderHits::frequency_bits) {
-            if (count_hits_) raise_frequency(slot, sw);
+            if (sh.cache_.counts_hits()) CacheHost<S>::raise_frequency(slot, sw);
           } else if constexpr (kBufferedHits) {
-            record_hit(loc, s1, h);
+            sh.cache_.record_hit(sh, loc, s1, h);
           }
           return Examined::hit;
         }
@@ -257,7 +333,7 @@ typename Shard<P>::Examined Shard<P>::examine(std::uint64_t generation, std::uin
     // Another key's record, or a freed one. That holds only while the slot
     // still leads here (the validate fence orders this load after the
     // record's words).
-    if (leads_to(load_relaxed(slot), loc)) return Examined::other;
+    if (S::leads_to(load_relaxed(slot), loc)) return Examined::other;
   }
 }
 

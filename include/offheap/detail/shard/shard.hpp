@@ -27,34 +27,41 @@
 // read, so a key under continuous rewrite is still read in bounded time (not
 // with NullLock, where it keeps yielding).
 //
-// The shard's parts. Components that own their state, each a class
-// template over the shard (which lets it in as a friend and holds one),
-// included above, none including this header:
+// The shard's parts. The shard itself holds what every write touches (the
+// journal, the index, the free lists, the lock, the stamp counter, the
+// counts) and defines its writes here and in shard/writes.hpp (write,
+// erase, compute, batches, clear). Its other concerns are components, each
+// a class template over the shard that the shard lets in (friend), included
+// above, none including this header. Those that own their state, held as
+// members:
+//   ShardDurability files/durability.hpp        syncs, deferred frees, what is settled
+//   CacheHost       cache/cache_host.hpp        eviction policy, readers' hits, capacity
 //   ShardExpiry     expiry/expiry_shard.hpp     the wheel, sweeps, expirations
 //   RemovalReports  cache/removal_reports.hpp   the listener's queue, retired records
 //   Compaction      compaction/compaction.hpp   emptying sparse chunks
 //   PageRelease     compaction/page_release.hpp pages of free records back to the OS
-// and those that hold none, which the shard forwards to: ShardWalk
-// (journal/walk.hpp: for_each, scan), ShardVerify (shard/verify.hpp),
-// ShardStateFile (files/state_file.hpp), IndexGrowth (index/index_growth.hpp),
-// ShardStats (shard/stats.hpp), ShardIntegrity (files/integrity.hpp).
-// Still defined out of the class as the shard's own members, in headers
-// included at the end (each includes this one; the next components to
-// become): shard/probe.hpp (reads: lookup, probe), shard/writes.hpp and
-// shard/compute.hpp (writes, removals, compute), journal/space.hpp
-// (allocation, freeing, merging), files/durability.hpp (syncs, deferred
-// frees), files/recovery.hpp, and cache/cache_shard.hpp (the cache host).
+//   ShardRecovery   files/recovery.hpp          one recovery (made for the call)
+// and those that hold none, which the shard forwards to: ShardProbe
+// (shard/probe.hpp: lookups), ShardSpace (journal/space.hpp: allocation,
+// freeing, merging), ShardWalk (journal/walk.hpp: for_each, scan),
+// ShardVerify (shard/verify.hpp), ShardStateFile (files/state_file.hpp),
+// IndexGrowth (index/index_growth.hpp), ShardStats (shard/stats.hpp),
+// ShardIntegrity (files/integrity.hpp).
 #pragma once
 
 #include <offheap/detail/memory/atomic_word.hpp>
 #include <offheap/detail/shard/compute_support.hpp>
 #include <offheap/detail/journal/crc32c.hpp>
 #include <offheap/detail/expiry/wheel.hpp>
+#include <offheap/detail/files/durability.hpp>
 #include <offheap/detail/files/file.hpp>
 #include <offheap/detail/files/format.hpp>
+#include <offheap/detail/files/recovery.hpp>
 #include <offheap/detail/journal/free_lists.hpp>
 #include <offheap/detail/index/hash.hpp>
+#include <offheap/detail/cache/cache_host.hpp>
 #include <offheap/detail/cache/hit_buffers.hpp>
+#include <offheap/detail/journal/space.hpp>
 #include <offheap/detail/journal/walk.hpp>
 #include <offheap/detail/shard/verify.hpp>
 #include <offheap/detail/files/state_file.hpp>
@@ -72,6 +79,7 @@
 #include <offheap/detail/memory/mapped_fifo.hpp>
 #include <offheap/detail/memory/os.hpp>
 #include <offheap/detail/shard/reader_support.hpp>
+#include <offheap/detail/shard/probe.hpp>
 #include <offheap/detail/journal/record.hpp>
 #include <offheap/compute.hpp>
 #include <offheap/expiry.hpp>
@@ -133,13 +141,6 @@ class alignas(64) Shard {
       return Location::from_raw(w);
     }
   }
-  /// A reader's hit on a cache (cache_shard.hpp): S3Fifo's frequency bits
-  /// in the slot, raised while below 3 with one compare-and-swap; Lru's and
-  /// WTinyLfu's to the reader's ring (drained by the maintenance thread, or
-  /// by a reader that finds its ring full and the lock free).
-  static void raise_frequency(const std::uint64_t* slot, std::uint64_t seen) noexcept;
-  [[gnu::always_inline]] void record_hit(Location loc, std::uint64_t stamp, std::uint64_t h) const;
-  [[gnu::noinline, gnu::cold]] void drain_full_ring(Location loc, std::uint64_t stamp, std::uint64_t h) const;
   /// Whether a slot's word leads to `loc` (a real location).
   static bool leads_to(std::uint64_t w, Location loc) noexcept {
     if constexpr (kSlotBits) {
@@ -154,12 +155,11 @@ class alignas(64) Shard {
       : hash_(hash), walks_(walks), journal_(journal_config(config, number), name),
         index_(config.expected_entries, name), free_(journal_, name, config.durable),
         number_(number), durable_(config.durable), verify_(config.durable && config.verify_reads),
-        sync_each_(config.durable && config.sync_each_write),
-        defer_frees_(config.durable && config.defer_frees && !config.sync_each_write),
-        crc_seed_(crc_seed(config.store_id, number)), sync_error_(config.sync_error),
-        deferred_(name), dead_(name), removals_(name, config.report_removals), policy_(name),
-        count_hits_(kEvicts && !(config.journal.files != nullptr && config.journal.files->read_only)),
-        hits_(name), clock_(config.clock), expiry_(name, now_ms(), !(config.journal.files != nullptr && config.journal.files->read_only)),
+        crc_seed_(crc_seed(config.store_id, number)),
+        durability_(name, config.durable, config.sync_each_write, config.defer_frees, config.sync_error),
+        removals_(name, config.report_removals),
+        cache_(name, kEvicts && !(config.journal.files != nullptr && config.journal.files->read_only)),
+        clock_(config.clock), expiry_(name, now_ms(), !(config.journal.files != nullptr && config.journal.files->read_only)),
         pages_(name),
         compaction_(config.journal.files != nullptr && config.journal.files->read_only
                         ? 0.0
@@ -175,22 +175,12 @@ class alignas(64) Shard {
   /// `on_hit(Location, const std::byte* rec, const record::Meta&, stamp)`,
   /// whose header and key have been validated against `stamp`. on_hit reads
   /// what it needs and returns record::validate(rec, stamp); on false the
-  /// lookup tries again. Returns whether the key was found.
-  ///
-  /// The common case first, inline: one pass of the probe in which nothing
-  /// moves, under the same checks as probe() and examine() make (each
-  /// conclusion only from words read between two equal stamps, through a
-  /// slot that still leads there, under the generation loaded before the
-  /// table). At the first thing that would make them wait or start over (a
-  /// record being written, a generation that moved, a slot that changed,
-  /// a stamp that differs after the value was read) or that they check
-  /// further (a file-backed store that checks checksums), the lookup goes
-  /// the whole way instead, from the start.
+  /// lookup tries again. Returns whether the key was found. Lock-free
+  /// (shard/probe.hpp: the inline common case, then the whole way).
   template <class OnHit>
-  [[gnu::always_inline]] bool lookup(std::string_view key, std::uint64_t h, OnHit&& on_hit) const;
-  /// The whole way (probe(), then, starved, under the writer lock).
-  template <class OnHit>
-  [[gnu::noinline]] bool lookup_slow(std::string_view key, std::uint64_t h, OnHit& on_hit) const;
+  [[gnu::always_inline]] bool lookup(std::string_view key, std::uint64_t h, OnHit&& on_hit) const {
+    return ShardProbe<Shard>::lookup(*this, key, h, on_hit);
+  }
 
   /// walk.hpp: for_each calls fn(copy) for every live record, on copies
   /// validated by their stamps; scan walks from a position and stops.
@@ -222,7 +212,7 @@ class alignas(64) Shard {
   /// write() would (Mode::upsert, bytes): entry(i) gives {key, hash,
   /// value}. `done` and `inserted` advance as they go, so that a call the
   /// memory limit interrupted (it throws as write() would) goes on from
-  /// where it stopped when made again (shard/compute.hpp).
+  /// where it stopped when made again (shard/writes.hpp).
   template <class Entry>
   void write_batch(std::size_t n, std::size_t& done, std::size_t& inserted, std::uint64_t deadline,
                    Entry&& entry);
@@ -238,7 +228,7 @@ class alignas(64) Shard {
     __builtin_prefetch(t.ctrl_word(seq.group()));
   }
 
-  /// An atomic read-modify-write of the key (shard/compute.hpp): under the
+  /// An atomic read-modify-write of the key (shard/writes.hpp): under the
   /// writer lock, `decide(const ComputeCurrent&)` returns a ComputeDecision
   /// on what the key holds; the shard applies it (written with `deadline`
   /// as write() would, or removed as erase() would) before the lock goes.
@@ -326,35 +316,23 @@ class alignas(64) Shard {
     std::lock_guard<Lock> guard(lock_);
     index_.drop_retired(walks_);
     if constexpr (kBufferedHits) {
-      drain_hits();
-      return hits_.take_full();
+      cache_.drain_hits(*this);
+      return cache_.take_full();
     }
     return false;
   }
 
   std::uint64_t size() const noexcept { return records_.load(std::memory_order_relaxed); }
 
-  // ---- caches (cache_shard.hpp) ----------------------------------------------
+  // ---- caches (cache/cache_host.hpp says what each does) -----------------------
 
-  /// Sets this shard's share of the capacity and the slack writers may
-  /// pass it by before they evict themselves. Takes the lock.
-  void set_capacity(std::uint64_t capacity, std::uint64_t slack);
-  /// Evicts until the live bytes are at most the share, or `max_records`
-  /// went; returns how many went. Takes the lock.
-  std::uint64_t evict_to_capacity(std::uint64_t max_records);
-  /// A maintenance thread will drain the readers' hit rings: readers stop
-  /// draining them. Before the store is shared.
-  void leave_drains_to_maintenance() noexcept { readers_drain_ = false; }
-  /// A reopened cache: the policy learns every record, oldest first, with
-  /// the policy bits its index slot kept. Under Options::memory_limit_bytes,
-  /// a recovered shard (`may_evict`) whose policy finds no room evicts by
-  /// it until the rest fits. Takes the lock (and lets it go to sync).
-  void rebuild_policy(bool may_evict);
+  void set_capacity(std::uint64_t capacity, std::uint64_t slack) { cache_.set_capacity(*this, capacity, slack); }
+  std::uint64_t evict_to_capacity(std::uint64_t max_records) { return cache_.evict_to_capacity(*this, max_records); }
+  void leave_drains_to_maintenance() noexcept { cache_.leave_drains_to_maintenance(); }
+  void rebuild_policy(bool may_evict) { cache_.rebuild_policy(*this, may_evict); }
   /// Before any shard's rebuild_policy() (one shard at a time, so that
-  /// each gets its share before the rebuilds run side by side): empties
-  /// the policy and maps its first segments, and a page for each waiting
-  /// list (periodic).
-  void prepare_policy_rebuild();
+  /// each gets its share before the rebuilds run side by side).
+  void prepare_policy_rebuild() { cache_.prepare_policy_rebuild(*this); }
 
   // ---- the removal listener (removal_reports.hpp) ------------------------------
 
@@ -400,29 +378,24 @@ class alignas(64) Shard {
 
   /// Writes the chunks written since the last sync (`all`: every one) to
   /// their files and waits; 0 or an errno (durability.hpp).
-  int sync(bool all);
-  void settle(std::uint64_t begun, std::uint64_t freed_before) noexcept;  // durability.hpp
+  int sync(bool all) { return durability_.sync(*this, all); }
 
   /// Frees the record at `loc`, whatever its state, with the capacity and
   /// prev-free bit its header says.
-  void free_record(Location loc) noexcept;
-
-  /// Recovery: frees `loc` at once, or (periodic) adds it to `list` to be
-  /// freed after syncs, as a running store would.
-  void free_or_defer(LocationList& list, Location loc);
-
-  /// Frees the first n records of `list` and drops them from it.
-  void free_front(LocationList& list, std::uint64_t n) noexcept;
+  void free_record(Location loc) noexcept { ShardSpace<Shard>::free_record(*this, loc); }
 
   /// Old records and dead markers waiting for syncs before they are freed
   /// (periodic).
-  std::uint64_t deferred_records() const;
+  std::uint64_t deferred_records() const {
+    std::lock_guard<Lock> guard(lock_);
+    return durability_.waiting();
+  }
 
   /// Periodic: whether a record was written since the sync before last
   /// began (settled_below_): two syncs settle it, and a cache may then
   /// evict it without a dead marker when the memory limit leaves no room
-  /// for one (cache_shard.hpp).
-  bool unsettled() const;
+  /// for one (cache/cache_host.hpp).
+  bool unsettled() const { return durability_.unsettled(*this); }
 
   /// The state file of a clean close, written and adopted (state_file.hpp).
   void save_state(std::uint64_t generation) { return ShardStateFile<Shard>::save_state(*this, generation); }
@@ -438,8 +411,9 @@ class alignas(64) Shard {
                                    // beside its removal's dead marker), freed
   };
 
-  /// Rebuilds the shard from the records in its chunks (recovery.hpp).
-  Recovery recover(bool writable);
+  /// Rebuilds the shard from the records in its chunks (files/recovery.hpp).
+  /// Requires: no other thread in the shard.
+  Recovery recover(bool writable) { return ShardRecovery<Shard>(*this).run(writable); }
 
   /// The writer's invariants, checked record by record (verify.hpp).
   std::string verify() const { return ShardVerify<Shard>::verify(*this); }
@@ -452,6 +426,9 @@ class alignas(64) Shard {
   friend class IndexGrowth<Shard>;
   friend class ShardStats<Shard>;
   friend class ShardIntegrity<Shard>;
+  friend class ShardProbe<Shard>;
+  friend class ShardSpace<Shard>;
+  friend class ShardRecovery<Shard>;
 
   /// The writer lock, taken after any starving reader (see lookup()).
   class WriteLock {
@@ -505,67 +482,13 @@ class alignas(64) Shard {
                                  }
   // verify.hpp
   std::string verify_index() const { return ShardVerify<Shard>::verify_index(*this); }
-  // cache_shard.hpp
-  std::string verify_policy() const;
+  // cache/cache_host.hpp
+  std::string verify_policy() const { return cache_.verify_policy(*this); }
   // expiry/expiry_shard.hpp
   bool finds(std::string_view key, Location loc) const { return ShardVerify<Shard>::finds(*this, key, loc); }
-  // recovery.hpp
-  struct PendingAdopt {  // a record waiting in an indexing batch
-    Location loc;
-    const std::byte* rec;
-    record::Meta m;
-    std::uint64_t stamp;
-    std::uint64_t hash;
-  };
-  static constexpr unsigned kAdoptBatch = 16;
-  std::uint64_t scan_chunk(std::uint32_t c, bool is_tail, bool writable,
-                           std::vector<Location>& losers, std::uint64_t& max_stamp, Recovery& r);
-  bool sync_before_freeing_markers() noexcept;
-  void grow_slack(std::byte* rec, Location loc, std::uint64_t extra) noexcept;
-  void queue_adopt(Location loc, const std::byte* rec, const record::Meta& m, std::uint64_t stamp,
-                   std::vector<Location>& losers);
-  void adopt_batch(std::vector<Location>& losers);
-  void adopt_record(Location loc, const std::byte* rec, const record::Meta& m, std::uint64_t stamp,
-                    std::uint64_t h, std::vector<Location>& losers);
 
   enum class Examined { hit, other, restart, starved };
   enum class Probe { hit, miss, starved };
-
-  /// One lookup through the index; `may_starve`: give up with
-  /// Probe::starved once the backoff is exhausted; `locked`: this reader
-  /// holds the writer lock (no record can be half-written).
-  template <class OnHit>
-  Probe probe(std::string_view key, std::uint64_t h, OnHit& on_hit, Backoff& backoff,
-              bool may_starve, bool locked) const;
-
-  template <class OnHit>
-  Examined examine(std::uint64_t generation, std::uint64_t serial, const std::uint64_t* slot,
-                   std::string_view key, std::uint64_t h, OnHit& on_hit, Backoff& backoff,
-                   bool may_starve, bool locked) const;
-
-  /// After a read of the record at `loc` (stamp s1), through `slot` of
-  /// the table published as `serial`, during which the generation moved (a
-  /// merge or a retreat of the tail anywhere in the shard): the bytes read
-  /// were the record's if, under a generation loaded afresh that holds
-  /// meanwhile, that table is still the current one (no table was
-  /// published since `serial`: a replaced table is frozen, its slots may
-  /// lead to freed records, and its range may since hold another table;
-  /// the serial, unlike the address, never comes back), the slot is still
-  /// full (clear() leaves locations) and still leads to `loc`, and the
-  /// record still shows s1. A full slot of the current
-  /// table under an unmoved generation leads to a record start, whose stamp
-  /// is drawn afresh at every write and free and so never shows s1 again
-  /// once the record was changed: the record stayed as it was throughout.
-  bool still_current(std::uint64_t serial, const std::uint64_t* slot, Location loc,
-                     const std::byte* rec, std::uint64_t s1) const noexcept {
-    const std::uint64_t g2 = index_.acquire_generation();  // before the serial, as in probe()
-    if (index_.acquire_serial() != serial) return false;
-    if (!Index::slot_full(slot)) return false;
-    if (!leads_to(load_acquire(slot), loc)) return false;
-    if (record::read_stamp(rec) != s1) return false;
-    std::atomic_thread_fence(std::memory_order_acquire);  // as in record::validate
-    return index_.unchanged_since(g2);
-  }
 
   // walk.hpp: for_each's and scan's reads
   bool copy_record(const TableView& t, const std::uint64_t* slot, WalkCopy& copy) const {
@@ -609,19 +532,22 @@ class alignas(64) Shard {
     return find_intact_durable(key, h);
   }
 
-  // space.hpp: room for records, freeing and merging
+  // journal/space.hpp: room for records, freeing and merging
   void rewrite_in_place(Location loc, std::byte* rec, std::uint64_t cap, std::uint64_t need,
                         std::string_view key, std::string_view value, std::uint8_t type,
-                        std::uint64_t deadline) noexcept;
-  /// Room for a record of `need` payload bytes: a free record, an emptied
-  /// chunk of at most `revive_most` bytes brought back, or the tail (a new
-  /// chunk only if `grow`; else a none location when nothing else has room).
-  Slot allocate(std::uint64_t need, bool grow = true, std::uint64_t revive_most = ~std::uint64_t{0});
-  std::uint64_t companion_bytes() const noexcept;
+                        std::uint64_t deadline) noexcept {
+    ShardSpace<Shard>::rewrite_in_place(*this, loc, rec, cap, need, key, value, type, deadline);
+  }
+  Slot allocate(std::uint64_t need, bool grow = true, std::uint64_t revive_most = ~std::uint64_t{0}) {
+    return ShardSpace<Shard>::allocate(*this, need, grow, revive_most);
+  }
   void push_free_range(Location l, std::byte* r, std::uint64_t bytes, bool prev_free,
-                       std::uint64_t stamp) noexcept;
-  void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
-  void release_huge(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept;
+                       std::uint64_t stamp) noexcept {
+    ShardSpace<Shard>::push_free_range(*this, l, r, bytes, prev_free, stamp);
+  }
+  void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept {
+    ShardSpace<Shard>::release(*this, loc, rec, cap, prev_free);
+  }
   void want_round() noexcept {
     // seq_cst: as in schedule_expiry(), against the maintenance thread's
     // plan (the due lambda of Upkeep::start).
@@ -634,7 +560,6 @@ class alignas(64) Shard {
     if (compaction_due()) next = std::min(next, std::max(now, compaction_.retry_ms()));
     next_due_.store(next, std::memory_order_seq_cst);
   }
-  void retract_over_free(Location loc, std::byte* rec) noexcept;
 
   /// Writes key -> value into a slot allocate() returned, with its checksum
   /// in file-backed stores and its deadline (0: none). shard/writes.hpp.
@@ -655,54 +580,32 @@ class alignas(64) Shard {
     return crc32c(words, sizeof words);
   }
 
-  // durability.hpp
-  void note_sync_error(int err) noexcept;
-  [[noreturn, gnu::cold]] void sync_failed(int err);
+  // files/durability.hpp
+  void note_sync_error(int err) noexcept { durability_.note_error(err); }
+  [[noreturn, gnu::cold]] void sync_failed(int err) { durability_.failed_sync(journal_.name(), err); }
 
   // index_growth.hpp
   void grow_index() { return IndexGrowth<Shard>::grow_index(*this); }
 
 
-  // cache_shard.hpp: eviction (caches; no-ops in a store)
-  struct EvictHost;
-  /// A record a policy's handle leads to, if current: live at its location
-  /// with its stamp, whole, and its key's index slot leads there.
-  struct Held {
-    bool found = false;
-    std::uint64_t slot = 0;
-    std::uint64_t hash = 0;   // the key's
-    std::uint64_t bytes = 0;  // header, key, value, padding
-  };
-  Held held_record(Location loc, std::uint64_t stamp, bool check_intact) const;
-  /// A write's look at its key, taken once per hold of the writer lock,
-  /// before it makes room (write(), compute(), each entry of a batch): what
-  /// the call decides on, and whether the room made for it evicted the
-  /// key's own record (EvictHost::evict notes it).
-  struct KeySeen {
-    bool active = false;   // a write holds it (OwnKey)
-    bool looked = false;
-    bool found = false;    // a record of the key was there...
-    bool expired = false;  // ... with its deadline passed (absent to the caller)
-    std::uint64_t loc = ~std::uint64_t{0};  // its location (raw)
-    std::uint64_t bytes = 0;                // and journal bytes
-    bool evicted = false;        // the room made for this write evicted it
-    bool limit_counted = false;  // ... in an eviction for the memory limit
-    Retired* report = nullptr;   // ... and its report waits there (a listener)
-    bool present() const noexcept { return found && !expired; }
-  };
-  /// Gives a write the shard's KeySeen (own_), fresh, for as long as it
-  /// holds the lock.
+  // cache/cache_host.hpp: eviction (caches; no-ops in a store)
+  using Held = HeldRecord;
+  Held held_record(Location loc, std::uint64_t stamp, bool check_intact) const {
+    return CacheHost<Shard>::held_record(*this, loc, stamp, check_intact);
+  }
+  /// Gives a write the cache host's KeySeen (own()), fresh, for as long as
+  /// it holds the lock.
   struct OwnKey {
     Shard& s;
     explicit OwnKey(Shard& shard) noexcept : s(shard) { renew(); }
     OwnKey(const OwnKey&) = delete;
     OwnKey& operator=(const OwnKey&) = delete;
-    ~OwnKey() { s.own_.active = false; }
-    KeySeen& seen() const noexcept { return s.own_; }
+    ~OwnKey() { s.cache_.own().active = false; }
+    KeySeen& seen() const noexcept { return s.cache_.own(); }
     /// A fresh look, for the next write of the same hold (a batch's entry).
     void renew() const noexcept {
-      s.own_ = KeySeen{};
-      s.own_.active = true;
+      s.cache_.own() = KeySeen{};
+      s.cache_.own().active = true;
     }
   };
   /// Finds the key (find_intact()) and notes in `seen` what it found.
@@ -716,11 +619,9 @@ class alignas(64) Shard {
   /// Evicts until a record of `bytes` fits under the hard limit, the bytes
   /// of `own` (the record the write replaces, while it is there) counted
   /// as leaving.
-  void make_room(std::uint64_t bytes, const KeySeen* own = nullptr);
-  /// policy_.reserve(); when the memory limit refuses it, the policy's
-  /// entries of records gone since go first (drop_stale), then once more.
-  void reserve_policy();
-  bool evict_for_room(std::uint64_t bytes, std::uint64_t round);
+  void make_room(std::uint64_t bytes, const KeySeen* own = nullptr) { cache_.make_room(*this, bytes, own); }
+  void reserve_policy() { cache_.reserve_policy(*this); }
+  bool evict_for_room(std::uint64_t bytes, std::uint64_t round) { return cache_.evict_for_room(*this, bytes, round); }
   // shard/writes.hpp
   /// After Options::memory_limit_bytes refused a write of a record of
   /// `need` payload bytes (or a removal's marker) by `e`: makes room as it
@@ -738,14 +639,17 @@ class alignas(64) Shard {
   /// A fill write's value, written by `fill` into the slot just allocated
   /// for it; if fill throws, the slot is freed again and the exception goes on.
   std::string_view fill_slot(const Slot& s, std::size_t key_len, const ValueFill& fill);
-  void cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h);
+  void cache_admitted(std::uint64_t slot, Location loc, std::uint64_t h) { cache_.cache_admitted(*this, slot, loc, h); }
   /// A cache's policy lets go of the record at `loc` (index slot `slot`)
   /// about to leave by a removal or an expiry; nothing in a store.
   void policy_forget(std::uint64_t slot, Location loc, std::uint64_t stamp, std::uint64_t h,
-                     std::uint64_t bytes);
+                     std::uint64_t bytes) {
+    cache_.policy_forget(*this, slot, loc, stamp, h, bytes);
+  }
   void cache_replaced(const eviction::Handle& before, std::uint64_t slot, Location loc,
-                      std::uint64_t h, bool moved = false);
-  void drain_hits();
+                      std::uint64_t h, bool moved = false) {
+    cache_.cache_replaced(*this, before, slot, loc, h, moved);
+  }
 
   std::uint64_t next_stamp() noexcept {
     stamp_ += 2;
@@ -760,7 +664,6 @@ class alignas(64) Shard {
   // Written by every write: apart from what readers load (the index's table
   // and generation, the journal's chunk table).
   alignas(64) mutable Lock lock_;
-  std::mutex sync_mutex_;  // one sync() of the shard at a time
   mutable std::atomic<std::uint32_t> starving_readers_{0};
   std::uint64_t stamp_ = 0;  // the last stamp drawn; even
   std::atomic<std::uint64_t> records_{0};
@@ -772,53 +675,20 @@ class alignas(64) Shard {
   std::uint32_t number_;
   bool durable_;
   bool verify_;
-  bool sync_each_;
-  bool defer_frees_;
   std::uint32_t crc_seed_;
-  std::atomic<int>* sync_error_;
-  LocationList deferred_;  // old records of updates, oldest first (periodic)
-  std::uint64_t deferred_dropped_ = 0;  // entries ever taken off deferred_
-  LocationList dead_;  // dead markers of removals, oldest first (periodic)
-  std::uint64_t dead_dropped_ = 0;   // entries ever taken off dead_
-  std::uint64_t dead_freeable_ = 0;  // dead_ entries below this may go at the next sync
-  // Periodic (durability.hpp): a record stamped below freed_below_ has had
-  // every older record of its key freed in memory (the last sync freed the
-  // deferred records of writes made before it began); below settled_below_,
-  // those frees are on disk too (a later sync's msync), so that the record
-  // is the oldest of its key a crash could bring back.
-  std::uint64_t freed_below_ = 0;
-  std::uint64_t settled_below_ = 0;
-  std::uint64_t newest_live_ = 0;  // the stamp of the last live record written (or recovered)
-  std::uint64_t markerless_evictions_ = 0;  // settled records evicted without a marker
+  // Syncs and what waits for them (files/durability.hpp).
+  friend class ShardDurability<Shard>;
+  ShardDurability<Shard> durability_;
   // Removed records waiting for the removal listener (cache/removal_reports.hpp).
   friend class RemovalReports<Shard>;
   RemovalReports<Shard> removals_;
   std::uint64_t replaced_ = 0;         // records a write replaced
   bool normalized_ = true;  // false after a read-only recovery: free space left as found
-  PendingAdopt batch_[kAdoptBatch];  // recovery only
-  std::vector<Location> dead_found_;  // recovery only: dead markers met
-  unsigned batch_size_ = 0;
   mutable std::atomic<std::uint64_t> corrupt_{0};  // damaged records met (recovery, reads)
   std::uint64_t recovered_damage_ = 0;  // of which recovery turned into free space
-  // Caches (cache_shard.hpp).
-  Eviction policy_;
-  std::uint64_t capacity_ = ~std::uint64_t{0};    // this shard's share of capacity_bytes
-  std::uint64_t hard_limit_ = ~std::uint64_t{0};  // capacity_ plus the slack
-  std::uint64_t evictions_ = 0;
-  std::uint64_t limit_evictions_ = 0;  // of evictions_: for Options::memory_limit_bytes
-  std::uint64_t hits_applied_ = 0;  // buffered hits handed to the policy
-  KeySeen own_;                // the write under way's look at its key (OwnKey: active)
-  bool limit_round_ = false;   // evict_for_room() is evicting
-  std::uint64_t host_loc_ = ~std::uint64_t{0};  // the record whose slot current() found last
-  std::uint64_t host_slot_ = 0;
-  bool count_hits_;  // readers raise policy bits (a writable cache: a read-only one writes nothing)
-  bool readers_drain_ = true;  // false once a maintenance thread drains the hit rings
-  struct NoHitBuffers {
-    explicit NoHitBuffers(const StoreName&) noexcept {}
-    std::uint64_t mapped_bytes() const noexcept { return 0; }
-  };
-  // Lru, WTinyLfu: readers' hits on their way to the policy (hit_buffers.hpp).
-  [[no_unique_address]] mutable std::conditional_t<kBufferedHits, HitBuffers, NoHitBuffers> hits_;
+  // The eviction policy, the readers' hits, the capacity (cache/cache_host.hpp).
+  friend class CacheHost<Shard>;
+  CacheHost<Shard> cache_;
   // Expiry (expiry/expiry_shard.hpp).
   const Clock* clock_;
   friend class ShardExpiry<Shard>;
@@ -834,12 +704,6 @@ class alignas(64) Shard {
 
 }  // namespace offheap::detail
 
-// The shard's other concerns, defined out of the class in headers of their
-// own (each includes this one): whoever includes the shard gets them all.
-#include <offheap/detail/files/durability.hpp>
-#include <offheap/detail/shard/probe.hpp>
+// The shard's writes, defined out of the class (shard/writes.hpp includes
+// this header): whoever includes the shard gets them.
 #include <offheap/detail/shard/writes.hpp>
-#include <offheap/detail/shard/compute.hpp>
-#include <offheap/detail/files/recovery.hpp>
-#include <offheap/detail/journal/space.hpp>
-#include <offheap/detail/cache/cache_shard.hpp>

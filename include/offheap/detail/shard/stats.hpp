@@ -27,7 +27,7 @@ void ShardStats<S>::add_stats(const S& sh, Stats& s) {
   s.removes += sh.removes_;
   s.removals_replaced += sh.replaced_;
   sh.removals_.add_stats(s);
-  s.mapped_bytes += sh.deferred_.mapped_bytes() + sh.dead_.mapped_bytes();
+  s.mapped_bytes += sh.durability_.mapped_bytes();
   s.records += sh.records_.load(std::memory_order_relaxed);
   sh.expiry_.add_stats(s);
   sh.pages_.add_stats(s);
@@ -56,26 +56,7 @@ void ShardStats<S>::add_stats(const S& sh, Stats& s) {
   s.retired_tables += sh.index_.retired_tables();
   s.retired_bytes += sh.index_.retired_bytes();
   s.mapped_bytes += sh.index_.retired_bytes();
-  if constexpr (S::kEvicts) {
-    const eviction::PolicyStats p = sh.policy_.stats();
-    s.evictions += sh.evictions_;
-    s.limit_evictions += sh.limit_evictions_;
-    s.markerless_evictions += sh.markerless_evictions_;
-    s.maintenance_backlog_bytes += sh.live_bytes_ > sh.capacity_ ? sh.live_bytes_ - sh.capacity_ : 0;
-    s.policy_entries += p.entries;
-    s.policy_small_bytes += p.small_bytes;
-    s.policy_main_bytes += p.main_bytes;
-    s.policy_protected_bytes += p.protected_bytes;
-    s.policy_ghost_entries += p.ghost_entries;
-    s.policy_window_target += p.window_target;
-    s.policy_sketch_resets += p.sketch_resets;
-    if constexpr (S::kBufferedHits) {
-      s.policy_hits_applied += sh.hits_applied_;
-      s.policy_hits_dropped += sh.hits_.dropped();
-    }
-    s.policy_mapped_bytes += p.mapped_bytes + sh.hits_.mapped_bytes();
-    s.mapped_bytes += p.mapped_bytes + sh.hits_.mapped_bytes();
-  }
+  if constexpr (S::kEvicts) sh.cache_.add_stats(s, sh.live_bytes_);
 }
 
 }  // namespace offheap::detail

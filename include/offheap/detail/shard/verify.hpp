@@ -36,8 +36,7 @@ std::string ShardVerify<S>::verify(const S& sh) {
   // Records waiting for syncs (periodic): old live records and dead markers;
   // and removed records waiting for their report (with their markers).
   std::vector<std::uint64_t> pending;
-  for (std::uint64_t i = 0; i < sh.deferred_.size(); ++i) pending.push_back(sh.deferred_[i].raw());
-  for (std::uint64_t i = 0; i < sh.dead_.size(); ++i) pending.push_back(sh.dead_[i].raw());
+  sh.durability_.for_each_waiting([&](Location loc) { pending.push_back(loc.raw()); });
   std::uint64_t retired_bytes = 0;
   std::string bad_retired;
   sh.removals_.for_each([&](const typename S::Retired& r) {

@@ -6,9 +6,15 @@
 // entry, a record) before it changes anything, so a failure leaves the
 // shard as it was; an update's old record is freed, deferred (periodic) or
 // retired for the removal listener, depending on the mode.
+//
+// And the atomic read-modify-write (Shard::compute): the key's current
+// value and the decision on it, taken and applied under one hold of the
+// writer lock, so that no other write of the key comes in between; and the
+// batches of writes and removals that take the lock once for many keys.
 #pragma once
 
 #include <offheap/detail/shard/shard.hpp>
+#include <offheap/value_type.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -32,7 +38,7 @@ inline void Shard<P>::write_record(const Slot& s, std::string_view key, std::str
     journal_.mark_dirty(s.loc.chunk());
   }
   record::write_live(s.rec, stamp, key, value, type, s.capacity, s.prev_free, 0, word2, state, deadline);
-  if (state == record::State::live) newest_live_ = stamp;
+  if (state == record::State::live) durability_.wrote_live(stamp);
   journal_.publish_tail();  // after the record: see Journal::publish_tail
 }
 
@@ -78,9 +84,9 @@ bool Shard<P>::room_for_retry(const LimitReached& e, std::uint64_t need, std::ui
     if constexpr (kEvicts) {
       if (!evicted_for_wheel) {
         evicted_for_wheel = true;
-        const std::uint64_t evicted = evictions_;
+        const std::uint64_t evicted = cache_.evictions();
         (void)evict_for_room(0, 1);
-        if (evictions_ != evicted) return true;
+        if (cache_.evictions() != evicted) return true;
       }
     }
     return false;
@@ -121,7 +127,7 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
       }
     }
   }
-  const std::uint64_t evictions_before = evictions_;
+  const std::uint64_t evictions_before = cache_.evictions();
   if constexpr (kEvicts) {
     make_room(record::kHeaderBytes + need, &seen);  // may evict the key's own record
     reserve_policy();                               // may throw; nothing has changed yet
@@ -129,7 +135,7 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
   if (deadline != 0) expiry_.reserve_one();  // may throw; nothing has changed yet
   // The slot again if records left since the look (or the look was an
   // earlier try's).
-  if (!fresh || evictions_ != evictions_before) f = find_intact(key, h);
+  if (!fresh || cache_.evictions() != evictions_before) f = find_intact(key, h);
   if (f.found) {
     const Location old = index_.location(f.slot);
     std::byte* rec = journal_.at(old);
@@ -148,8 +154,8 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
     } else {
       if (removals_.on()) {
         removals_.reserve(*this);  // may throw; nothing has changed yet
-      } else if (defer_frees_) {
-        deferred_.reserve_one();  // may throw; nothing has changed yet
+      } else {
+        durability_.reserve(1, 0);  // (periodic) may throw; nothing has changed yet
       }
       const Slot s = allocate(need);  // may throw; nothing has changed yet
       if (fill != nullptr) value = fill_slot(s, key.size(), *fill);  // may throw: the slot goes back
@@ -161,23 +167,23 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
       // every_write: the new record is on disk before the old one goes, so
       // that its space is reused only once the record that superseded it
       // is durable.
-      if (sync_each_) err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity);
+      if (durability_.sync_each()) err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity);
       if (removals_.on()) {
         // The old record stays whole until the listener has seen it
         // (removal_reports.hpp); on disk it is live with a lower stamp,
         // which recovery ranks below the new one.
         removals_.retire(old, Location::none(), cause, record::kHeaderBytes + cap);
-      } else if (defer_frees_) {
+      } else if (durability_.defers()) {
         // periodic: the old record stays on disk as it is (live, with its
         // lower stamp: recovery prefers the new one) until a sync has made
         // the new one durable; then sync() frees it. A power loss before
         // finds one or the other, never neither. Readers that still hold
         // its location are turned away by the slot check.
-        deferred_.push(old);
+        durability_.defer_old(old);
       } else {
         // The prev-free bit read now: allocate() may have taken the record before.
         release(old, rec, cap, record::read_meta(rec).prev_free());
-        if (sync_each_ && err == 0) err = journal_.sync_range(old, record::kHeaderBytes);
+        if (durability_.sync_each() && err == 0) err = journal_.sync_range(old, record::kHeaderBytes);
       }
       live_bytes_ += s.capacity;
       live_bytes_ -= cap;
@@ -208,7 +214,7 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
   if (++writes_since_reclaim_ % 1024 == 0) index_.drop_retired(walks_);
   const bool replaced = seen.present();
   if (seen.evicted) own_key_done(seen, seen.expired ? RemovalCause::expired : RemovalCause::replaced);
-  if (sync_each_) {
+  if (durability_.sync_each()) {
     if (const int err = journal_.sync_range(s.loc, record::kHeaderBytes + s.capacity)) sync_failed(err);
   }
   return replaced ? Computed::updated : Computed::inserted;
@@ -234,8 +240,7 @@ Index::Found Shard<P>::look_at_key(std::string_view key, std::uint64_t h, KeySee
 template <class P>
 void Shard<P>::own_key_done(KeySeen& seen, RemovalCause cause) noexcept {
   seen.evicted = false;
-  --evictions_;
-  if (seen.limit_counted) --limit_evictions_;
+  cache_.uncount_own_eviction(seen);
   switch (cause) {
     case RemovalCause::expired: expiry_.count_expired(); break;
     case RemovalCause::replaced: ++replaced_; break;
@@ -309,9 +314,8 @@ typename Shard<P>::Slot Shard<P>::removal_marker(std::uint64_t key_len) {
     const Journal::MarkerRoom room(journal_);
     return allocate(record::payload_for(key_len, 0));
   }
-  if (!defer_frees_) return Slot{};
-  dead_.reserve_one();
-  deferred_.reserve_one();
+  if (!durability_.defers()) return Slot{};
+  durability_.reserve(1, 1);
   const Journal::MarkerRoom room(journal_);
   return allocate(record::payload_for(key_len, 0));
 }
@@ -329,10 +333,10 @@ int Shard<P>::remove_at(std::uint64_t slot, Location loc, std::byte* rec, const 
     // report, as this mode frees them (removal_reports.hpp).
     if (durable_) {
       write_record(marker, key, {}, 0, record::State::dead);
-      if (sync_each_) err = journal_.sync_range(marker.loc, record::kHeaderBytes + marker.capacity);
+      if (durability_.sync_each()) err = journal_.sync_range(marker.loc, record::kHeaderBytes + marker.capacity);
     }
     removals_.retire(loc, durable_ ? marker.loc : Location::none(), cause, record::kHeaderBytes + cap);
-  } else if (defer_frees_) {
+  } else if (durability_.defers()) {
     // periodic: older records of the key may still read as live on disk
     // (freed at the last sync, not yet durably), so the removal is a dead
     // marker: a new record holding the key, with a higher stamp, freed
@@ -341,11 +345,11 @@ int Shard<P>::remove_at(std::uint64_t slot, Location loc, std::byte* rec, const 
     // crash inside the marker's write finds it whole, never an older one.
     if (marker.rec != nullptr) {
       write_record(marker, key, {}, 0, record::State::dead);
-      dead_.push(marker.loc);
-      deferred_.push(loc);
+      durability_.defer_marker(marker.loc);
+      durability_.defer_old(loc);
     } else {
       // No marker: a settled record evicted at the memory limit
-      // (EvictHost::evict in cache_shard.hpp), freed now.
+      // (EvictHost::evict in cache/cache_host.hpp), freed now.
       release(loc, rec, cap, m.prev_free());
     }
   } else {
@@ -355,7 +359,7 @@ int Shard<P>::remove_at(std::uint64_t slot, Location loc, std::byte* rec, const 
   if (durable_) journal_.set_records_hint(size());
   key_value_bytes_ -= std::uint64_t{m.key_len} + m.value_len;
   live_bytes_ -= record::kHeaderBytes + cap;
-  if (sync_each_ && !removals_.on()) err = journal_.sync_range(loc, record::kHeaderBytes);
+  if (durability_.sync_each() && !removals_.on()) err = journal_.sync_range(loc, record::kHeaderBytes);
   if (err != 0) note_sync_error(err);
   return err;
 }
@@ -371,24 +375,114 @@ void Shard<P>::clear() noexcept {
   // A fresh table (the old one retired, as after growth), or emptied in
   // place; either way the generation moves: readers inside restart.
   index_.clear(walks_);  // the old table retired, or emptied in place
-  policy_.clear();
+  // The policy emptied; the readers' buffered hits name records that are
+  // gone: a drain would hand them to it (W-TinyLFU would count their keys).
+  cache_.clear();
   expiry_.clear(now_ms());
   next_due_.store(ExpiryWheel::kNever, std::memory_order_seq_cst);
   pages_.clear();  // (reset() below hands every chunk's pages back)
-  // The readers' buffered hits name records that are gone: a drain would
-  // hand them to the emptied policy (W-TinyLFU would count their keys).
-  if constexpr (kBufferedHits) hits_.discard();
   // every_write: each step on disk before the next (see reset()).
-  if (const int err = journal_.reset(sync_each_ || defer_frees_)) note_sync_error(err);  // writes refused: see reset()
+  if (const int err = journal_.reset(durability_.sync_each() || durability_.defers())) note_sync_error(err);  // writes refused: see reset()
   free_.clear();
-  deferred_dropped_ += deferred_.size();
-  deferred_.drop_front(deferred_.size());
-  dead_dropped_ += dead_.size();
-  dead_.drop_front(dead_.size());
+  durability_.drop_all();
   if (durable_) journal_.set_records_hint(0);
   records_.store(0, std::memory_order_relaxed);
   key_value_bytes_ = 0;
   live_bytes_ = 0;
+}
+
+// ---- compute and batches ------------------------------------------------------
+
+template <class P>
+template <class Decide>
+Computed Shard<P>::compute(std::string_view key, std::uint64_t h, std::uint64_t deadline, Decide& decide) {
+  const WriteLock guard(*this);
+  std::uint64_t rounds = 0;
+  bool evicted_for_wheel = false;
+  ComputeDecision d;
+  bool decided = false;
+  const OwnKey own(*this);
+  KeySeen& seen = own.seen();  // the look decide() was given, for the write that follows
+  for (;;) {
+    try {
+      if (!decided) {
+        ComputeCurrent cur;
+        (void)look_at_key(key, h, seen);
+        // A record whose deadline has passed is absent (as for write()).
+        if (seen.present()) {
+          const std::byte* rec = journal_.at(Location::from_raw(seen.loc));
+          const record::Meta m = record::read_meta(rec);
+          cur.present = true;
+          cur.value = std::string_view(record::value_bytes(rec, m.key_len), m.value_len);
+          cur.type = m.type;
+          cur.stamp = record::read_stamp(rec);
+        }
+        d = decide(cur);  // may throw: nothing has changed
+        decided = true;
+      }
+      // Room the limit refuses below is made by evictions under this same
+      // hold of the lock: the decision stands (it was taken on the key as
+      // it was). An eviction of the key's own record made for this write
+      // is reported as the write's own removal (own_key_done()).
+      switch (d.action) {
+        case ComputeDecision::Action::keep:
+          return Computed::unchanged;
+        case ComputeDecision::Action::remove:
+          if (!seen.present()) return Computed::unchanged;
+          if (erase_locked(key, h, nullptr)) return Computed::removed;
+          if (!seen.evicted) return Computed::unchanged;
+          own_key_done(seen, RemovalCause::explicit_remove);  // (its marker's room evicted it)
+          return Computed::removed;
+        case ComputeDecision::Action::write:
+          (void)write_locked(key, h, d.value, d.type, Mode::upsert, {}, deadline, seen);
+          return seen.present() ? Computed::updated : Computed::inserted;
+      }
+      return Computed::unchanged;
+    } catch (const LimitReached& e) {
+      const std::uint64_t need = d.action == ComputeDecision::Action::write
+                                     ? record::payload_for(key.size(), d.value.size(), deadline != 0)
+                                     : record::payload_for(key.size(), 0);
+      if (!room_for_retry(e, need, rounds, evicted_for_wheel)) throw;
+    }
+  }
+}
+
+template <class P>
+template <class Entry>
+void Shard<P>::write_batch(std::size_t n, std::size_t& done, std::size_t& inserted, std::uint64_t deadline,
+                           Entry&& entry) {
+  const WriteLock guard(*this);
+  std::uint64_t rounds = 0;
+  bool evicted_for_wheel = false;
+  const OwnKey own(*this);
+  KeySeen& seen = own.seen();  // the current entry's look at its key (kept over its tries)
+  while (done < n) {
+    const auto [key, h, value] = entry(done);
+    try {
+      inserted += write_locked(key, h, value, type_tag::bytes, Mode::upsert, {}, deadline, seen) ==
+                  Computed::inserted;
+      ++done;
+      own.renew();
+      rounds = 0;
+      evicted_for_wheel = false;
+    } catch (const LimitReached& e) {
+      if (!room_for_retry(e, record::payload_for(key.size(), value.size(), deadline != 0), rounds,
+                          evicted_for_wheel)) {
+        throw;
+      }
+    }
+  }
+}
+
+template <class P>
+template <class Key>
+void Shard<P>::erase_batch(std::size_t n, std::size_t& done, std::size_t& removed, Key&& key) {
+  const WriteLock guard(*this);
+  while (done < n) {
+    const auto [k, h] = key(done);
+    removed += erase_locked(k, h, nullptr);  // may throw (a marker's room): done says where
+    ++done;
+  }
 }
 
 }  // namespace offheap::detail

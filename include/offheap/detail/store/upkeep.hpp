@@ -362,7 +362,7 @@ std::uint64_t Upkeep<P>::free_waiting_removals(Shard& s, ReportWait& wait) {
     const std::uint64_t waiting = s.deferred_records();
     // A cache's records written since the sync before last are not
     // settled: an eviction that finds no room for its dead marker cannot
-    // take them without one (cache_shard.hpp); two syncs settle them.
+    // take them without one (cache/cache_host.hpp); two syncs settle them.
     const bool settling = Shard::kEvicts && !e_.options_.on_removal && s.unsettled();
     // A failed msync is noted store-wide: the write tried again is refused.
     if ((waiting != 0 || settling) && s.sync(false) == 0 && s.sync(false) == 0) {

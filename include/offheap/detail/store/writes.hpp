@@ -11,7 +11,7 @@
 // compute_if_present(), merge() and their typed forms; and the writes whose
 // value the caller writes in place (reserve-then-fill, gather), which run
 // the caller's code under the shard's lock the same way. The function runs
-// inside Shard::compute (shard/compute.hpp), under the key's shard's
+// inside Shard::compute (shard/writes.hpp), under the key's shard's
 // writer lock; this file turns what it returns into a ComputeDecision, and
 // keeps it across the memory limit's retries (Upkeep::at_limit), which
 // let the lock go. Also write(), which every other write goes through: the

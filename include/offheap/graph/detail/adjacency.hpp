@@ -22,7 +22,7 @@
 // 256 + 1 pages, never one page per edge ever added.
 //
 // Write order (a crash between any two store writes leaves only what the
-// graph's reads step over and repair.hpp removes): a page is written before
+// graph's reads step over and check.hpp removes): a page is written before
 // the directory that names it, and dropped after the directory that no
 // longer does; the leftovers are pages no directory names.
 //
@@ -212,7 +212,7 @@ class AdjacencyWriter {
   /// directory names (its removal failed too); clears the flag.
   bool take_leftover() noexcept { return std::exchange(leftover_, false); }
 
-  /// For repair (repair.hpp): rewrites node n's record with the directory
+  /// For repair (check.hpp): rewrites node n's record with the directory
   /// `entries` and next page number `next`, its properties as they are.
   /// Requires: n is present and well formed.
   void replace_directory(NodeId n, const std::vector<DirEntry>& entries, std::uint32_t next) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The graph's records in its store: the four kinds of key, and the bytes of
 // each kind of value. The only code that knows these offsets; graph.hpp,
-// adjacency.hpp and repair.hpp go through the helpers below.
+// adjacency.hpp and check.hpp go through the helpers below.
 //
 // Keys: one byte that names the kind, then ids, fixed width, big-endian (so
 // that the keys of a kind sort by id wherever keys are ever listed in
@@ -164,7 +164,7 @@ inline Key page_key(NodeId n, std::uint32_t page) noexcept {
   return k;
 }
 
-/// What a key of the store is, for the walks of repair.hpp.
+/// What a key of the store is, for the walks of check.hpp.
 struct ParsedKey {
   char kind = 0;  // kNodePrefix, kEdgePrefix, kPagePrefix, kMetaPrefix; 0: not the graph's
   std::uint64_t id = 0;

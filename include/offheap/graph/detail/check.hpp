@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Graph's open, and the check that an unclean open runs (repairing) and
-// verify() runs (reporting). graph.hpp lists what a crash can leave; this
-// file removes it, in three walks of the store's keys:
+// GraphCheck: the check that an unclean open of a Graph runs (repairing)
+// and Graph::verify() runs (reporting). graph.hpp lists what a crash can
+// leave; this removes it, in three walks of the store's keys:
 //
 //   1. nodes   each entry of each node's adjacency: its edge record must
 //              exist and name this node and the entry's neighbour at the
@@ -41,7 +41,11 @@
 // (Graph::verify).
 #pragma once
 
-#include <offheap/graph/graph.hpp>
+#include <offheap/error.hpp>
+#include <offheap/graph/detail/adjacency.hpp>
+#include <offheap/graph/detail/layout.hpp>
+#include <offheap/graph/types.hpp>
+#include <offheap/store.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -251,83 +255,3 @@ class GraphCheck {
 };
 
 }  // namespace offheap::graph_detail
-
-namespace offheap {
-
-inline void Graph::open() {
-  using namespace graph_detail;
-  const bool writable = !store_.options().read_only;
-  std::string m;
-  if (!store_.get(meta_key(), m)) {
-    if (store_.size() != 0) {
-      throw Error(Errc::invalid_argument, store_.name() + ": the store holds " + std::to_string(store_.size()) +
-                                              " records and no graph (no meta record): a Graph opens only a "
-                                              "store that is empty or holds a graph");
-    }
-    if (writable) write_meta(false);
-    return;
-  }
-  if (m.size() != kMetaBytes || std::memcmp(m.data(), kMagic, sizeof kMagic) != 0) {
-    throw Error(Errc::corrupt_file, store_.name() + ": the record under the graph's meta key (\"M\", " +
-                                        std::to_string(m.size()) + " bytes) is not a graph's");
-  }
-  if (const std::uint32_t v = load32(m.data() + 8); v != kGraphFormatVersion) {
-    throw Error(Errc::format_version, store_.name() + ": graph format version " + std::to_string(v) +
-                                          "; this build reads version " + std::to_string(kGraphFormatVersion));
-  }
-  node_ids_ = next_node_ = std::max<std::uint64_t>(load64(m.data() + 16), 1);
-  edge_ids_ = next_edge_ = std::max<std::uint64_t>(load64(m.data() + 24), 1);
-  // A graph closed clean is trusted as it is, unless the store met damage
-  // (its recovery dropped records that failed their checksums, or it had
-  // to rebuild: records written late may be lost): then it is checked and
-  // repaired like an unclean one.
-  bool clean = (load32(m.data() + 12) & 1) != 0;
-  if (clean) {
-    const Stats st = store_.stats();
-    clean = st.corrupt_records == 0 && !st.rebuilt;
-  }
-  if (clean) {
-    node_count_.store(load64(m.data() + 32), std::memory_order_relaxed);
-    edge_count_.store(load64(m.data() + 40), std::memory_order_relaxed);
-  } else {
-    const auto t0 = std::chrono::steady_clock::now();
-    GraphCheck check(store_, writable ? &store_ : nullptr, writable ? &writer_ : nullptr, false);
-    check.run();
-    open_report_ = check.fixes;
-    open_report_.repaired = true;
-    open_report_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    node_count_.store(check.nodes, std::memory_order_relaxed);
-    edge_count_.store(check.edges, std::memory_order_relaxed);
-    // The meta record's ids may be stale or damaged: the next ids go above
-    // every id found (ids are never reused).
-    node_ids_ = next_node_ = std::max<std::uint64_t>(next_node_, check.max_node + 1);
-    edge_ids_ = next_edge_ = std::max<std::uint64_t>(next_edge_, check.max_edge + 1);
-  }
-  // In use from here: a crash before the next close() leaves it unclean.
-  if (writable) write_meta(false);
-}
-
-inline std::string Graph::verify() const {
-  using namespace graph_detail;
-  std::string m;
-  if (!store_.get(meta_key(), m)) return "the graph's meta record is missing";
-  GraphCheck check(store_, nullptr, nullptr, true);
-  std::string problem = check.run();
-  if (!problem.empty()) return problem;
-  if (check.nodes != node_count()) {
-    return "node_count() is " + std::to_string(node_count()) + " but the store holds " + std::to_string(check.nodes) +
-           " nodes";
-  }
-  if (check.max_node >= next_node_ || check.max_edge >= next_edge_) {
-    return "node " + std::to_string(check.max_node) + " or edge " + std::to_string(check.max_edge) +
-           " is present, but the next ids handed out are node " + std::to_string(next_node_) + " and edge " +
-           std::to_string(next_edge_) + " (the meta record's ids are stale)";
-  }
-  if (check.edges != edge_count()) {
-    return "edge_count() is " + std::to_string(edge_count()) + " but the store holds " + std::to_string(check.edges) +
-           " edges";
-  }
-  return {};
-}
-
-}  // namespace offheap

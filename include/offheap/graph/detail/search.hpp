@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Graph's traversals: breadth-first and depth-first search, the fewest-edge
+// Graph's searches: breadth-first and depth-first search, the fewest-edge
 // path and Dijkstra's least-weight path. All iterative, all lock-free
 // readers of the store (graph.hpp says what they see beside a writer).
+// GraphSearch holds nothing but the store it reads; Graph's bfs, dfs and
+// shortest_path make one per call.
 //
 // Heap: only the traversal's bookkeeping, sized by the nodes it reaches
 // (the hash tables of id_table.hpp hold 8-byte ids, or ids and values, at
@@ -36,7 +38,13 @@
 // owns its bookkeeping. Visitors get ids by value.
 #pragma once
 
-#include <offheap/graph/graph.hpp>
+#include <offheap/document.hpp>
+#include <offheap/error.hpp>
+#include <offheap/graph/detail/adjacency.hpp>
+#include <offheap/graph/detail/id_table.hpp>
+#include <offheap/graph/detail/layout.hpp>
+#include <offheap/graph/types.hpp>
+#include <offheap/store.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -47,15 +55,56 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
-namespace offheap {
+namespace offheap::graph_detail {
+
+/// Calls a visitor that returns void (go on) or something that converts to
+/// bool (false: stop). Returns: whether to go on.
+template <class F, class... A>
+bool call_continue(F& fn, A&&... a) {
+  if constexpr (std::is_void_v<std::invoke_result_t<F&, A...>>) {
+    fn(std::forward<A>(a)...);
+    return true;
+  } else {
+    return static_cast<bool>(fn(std::forward<A>(a)...));
+  }
+}
+
+/// The searches of one call of Graph::bfs, dfs or shortest_path over the
+/// graph's store (which must outlive it). Graph's declarations say what
+/// each does and what it throws.
+class GraphSearch {
+ public:
+  explicit GraphSearch(const Store& store) noexcept : store_(store) {}
+
+  template <class V>
+  void bfs(NodeId start, const Traversal& t, V&& visit) const;
+  template <class V>
+  void dfs(NodeId start, const Traversal& t, V&& visit) const;
+  /// Fewest edges (breadth-first, level by level).
+  std::optional<Path> shortest_path(NodeId from, NodeId to, Direction d) const;
+  /// Least weight (Dijkstra).
+  std::optional<Path> shortest_path(NodeId from, NodeId to, std::string_view weight_field, Direction d) const;
+
+ private:
+  bool contains_node(NodeId n) const { return store_.contains(node_key(n)); }
+  /// Dijkstra's weight of edge e from a copy of its record; throws as
+  /// shortest_path says.
+  double weight_of(std::string_view record, EdgeId e, std::string_view field, NodeId from, NodeId to) const;
+  /// The path to `to` from the parents a search recorded.
+  template <class Parents>
+  static Path path_from(Parents& parents, NodeId from, NodeId to, double cost);
+
+  const Store& store_;
+};
 
 template <class V>
-void Graph::bfs(NodeId start, const Traversal& t, V&& visit) const {
+void GraphSearch::bfs(NodeId start, const Traversal& t, V&& visit) const {
   static_assert(std::is_invocable_v<V&, NodeId, std::uint32_t>,
                 "bfs's visit takes (NodeId, std::uint32_t depth) and returns void or bool");
-  using namespace graph_detail;
   IdSet seen;
   seen.insert(start);
   struct Item {
@@ -82,10 +131,9 @@ void Graph::bfs(NodeId start, const Traversal& t, V&& visit) const {
 }
 
 template <class V>
-void Graph::dfs(NodeId start, const Traversal& t, V&& visit) const {
+void GraphSearch::dfs(NodeId start, const Traversal& t, V&& visit) const {
   static_assert(std::is_invocable_v<V&, NodeId, std::uint32_t>,
                 "dfs's visit takes (NodeId, std::uint32_t depth) and returns void or bool");
-  using namespace graph_detail;
   if (!contains_node(start)) return;
   IdSet seen;
   seen.insert(start);
@@ -123,7 +171,7 @@ void Graph::dfs(NodeId start, const Traversal& t, V&& visit) const {
 }
 
 template <class Parents>
-Path Graph::path_from(Parents& parents, NodeId from, NodeId to, double cost) {
+Path GraphSearch::path_from(Parents& parents, NodeId from, NodeId to, double cost) {
   Path p;
   p.cost = cost;
   for (NodeId at = to; at != from;) {
@@ -138,8 +186,7 @@ Path Graph::path_from(Parents& parents, NodeId from, NodeId to, double cost) {
   return p;
 }
 
-inline std::optional<Path> Graph::shortest_path(NodeId from, NodeId to, Direction d) const {
-  using namespace graph_detail;
+inline std::optional<Path> GraphSearch::shortest_path(NodeId from, NodeId to, Direction d) const {
   if (!contains_node(from) || !contains_node(to)) return std::nullopt;
   if (from == to) return Path{{from}, {}, 0};
   struct Step {
@@ -177,9 +224,8 @@ inline std::optional<Path> Graph::shortest_path(NodeId from, NodeId to, Directio
   return std::nullopt;
 }
 
-inline double Graph::weight_of(std::string_view record, EdgeId e, std::string_view field, NodeId from,
+inline double GraphSearch::weight_of(std::string_view record, EdgeId e, std::string_view field, NodeId from,
                               NodeId to) const {
-  using namespace graph_detail;
   const auto refuse = [&](Errc code, const std::string& why) {
     throw Error(code, store_.name() + ": shortest_path(" + std::to_string(from) + " -> " + std::to_string(to) +
                           ", weight \"" + std::string(field) + "\"): edge " + std::to_string(e) + ": " + why);
@@ -209,9 +255,8 @@ inline double Graph::weight_of(std::string_view record, EdgeId e, std::string_vi
   return w;
 }
 
-inline std::optional<Path> Graph::shortest_path(NodeId from, NodeId to, std::string_view weight_field,
+inline std::optional<Path> GraphSearch::shortest_path(NodeId from, NodeId to, std::string_view weight_field,
                                                 Direction d) const {
-  using namespace graph_detail;
   if (!contains_node(from) || !contains_node(to)) return std::nullopt;
   if (from == to) return Path{{from}, {}, 0};
   struct Label {
@@ -299,4 +344,4 @@ inline std::optional<Path> Graph::shortest_path(NodeId from, NodeId to, std::str
   return std::nullopt;
 }
 
-}  // namespace offheap
+}  // namespace offheap::graph_detail

@@ -163,7 +163,7 @@ TEST_CASE("S3Fifo's byte counts follow random admits, replaces, removals, hits a
 
 namespace {
 /// MockRecords with readers beside the writer, as in a store: a reader's
-/// hit raises a record's frequency (the slot CAS, Shard::raise_frequency)
+/// hit raises a record's frequency (the slot CAS, CacheHost::raise_frequency)
 /// at any moment, here each time the policy looks at a record again (every
 /// hot record read at least once per pass of the writer), until `quiet`.
 struct ReadersBeside : MockRecords {

@@ -89,7 +89,7 @@ class CacheHost {
   using WriteLock = typename S::WriteLock;
   static constexpr bool kBufferedHits = S::kBufferedHits;
 
-  CacheHost(const StoreName& name, bool count_hits) : policy_(name), count_hits_(count_hits), hits_(name) {}
+  CacheHost(const StoreName& name, bool count_hits) : count_hits_(count_hits), hits_(name), policy_(name) {}
   CacheHost(const CacheHost&) = delete;
   CacheHost& operator=(const CacheHost&) = delete;
 
@@ -169,7 +169,6 @@ class CacheHost {
   /// The policy's view of the shard's records (eviction/policy.hpp).
   struct EvictHost {
     S& s;
-    CacheHost& c;
 
 
     bool current(eviction::Handle& h) {
@@ -179,8 +178,8 @@ class CacheHost {
       // reader or writer meets it (integrity.hpp).
       const HeldRecord r = held_record(s, Location::from_raw(h.loc), h.stamp, s.durable_);
       if (!r.found) return false;
-      c.host_loc_ = h.loc;
-      c.host_slot_ = r.slot;
+      s.cache_.host_loc_ = h.loc;
+      s.cache_.host_slot_ = r.slot;
       h.hash = r.hash;
       h.bytes = r.bytes;
       return true;
@@ -210,19 +209,19 @@ class CacheHost {
         // application asked for). Else the store syncs and tries again.
         if (!s.durability_.defers() || s.removals_.on() || !s.durability_.settled(record::read_stamp(rec))) throw;
         marker = Slot{};
-        ++c.markerless_evictions_;
+        ++s.cache_.markerless_evictions_;
       }
       // A failed msync (every_write) is noted store-wide, which refuses
       // writes from then on; the eviction stands, so the policy's books do.
       (void)s.remove_at(slot, loc, rec, m, key, marker, RemovalCause::evicted);
-      c.host_loc_ = ~std::uint64_t{0};
-      ++c.evictions_;
+      s.cache_.host_loc_ = ~std::uint64_t{0};
+      ++s.cache_.evictions_;
       // The record the write under way replaces or removes: reported as an
       // eviction unless that write then completes (own_key_done()).
-      if (c.own_.active && c.own_.loc == h.loc && !c.own_.evicted) {
-        c.own_.evicted = true;
-        c.own_.limit_counted = c.limit_round_;
-        c.own_.report = s.removals_.on() ? s.removals_.last() : nullptr;
+      if (s.cache_.own_.active && s.cache_.own_.loc == h.loc && !s.cache_.own_.evicted) {
+        s.cache_.own_.evicted = true;
+        s.cache_.own_.limit_counted = s.cache_.limit_round_;
+        s.cache_.own_.report = s.removals_.on() ? s.removals_.last() : nullptr;
       }
     }
 
@@ -230,12 +229,12 @@ class CacheHost {
     /// The slot of the record current() just found (the policy asks right
     /// after it), else found again.
     std::uint64_t slot_of(const eviction::Handle& h) {
-      if (c.host_loc_ != h.loc) {
+      if (s.cache_.host_loc_ != h.loc) {
         eviction::Handle again = h;
         [[maybe_unused]] const bool ok = current(again);
         assert(ok);
       }
-      return c.host_slot_;
+      return s.cache_.host_slot_;
     }
   };
 
@@ -246,7 +245,14 @@ class CacheHost {
     std::uint64_t mapped_bytes() const noexcept { return 0; }
   };
 
-  Eviction policy_;
+  // What every reader's hit reads: a line of their own, which writers do
+  // not dirty (the rest below changes with every insert, update, removal).
+  alignas(64) bool count_hits_;  // readers raise policy bits (a writable cache: a read-only one writes nothing)
+  bool readers_drain_ = true;    // false once a maintenance thread drains the hit rings
+  // Lru, WTinyLfu: readers' hits on their way to the policy (hit_buffers.hpp).
+  [[no_unique_address]] mutable std::conditional_t<kBufferedHits, HitBuffers, NoHitBuffers> hits_;
+
+  alignas(64) Eviction policy_;
   std::uint64_t capacity_ = ~std::uint64_t{0};    // this shard's share of capacity_bytes
   std::uint64_t hard_limit_ = ~std::uint64_t{0};  // capacity_ plus the slack
   std::uint64_t evictions_ = 0;
@@ -257,10 +263,6 @@ class CacheHost {
   bool limit_round_ = false;   // evict_for_room() is evicting
   std::uint64_t host_loc_ = ~std::uint64_t{0};  // the record whose slot current() found last
   std::uint64_t host_slot_ = 0;
-  bool count_hits_;  // readers raise policy bits (a writable cache: a read-only one writes nothing)
-  bool readers_drain_ = true;  // false once a maintenance thread drains the hit rings
-  // Lru, WTinyLfu: readers' hits on their way to the policy (hit_buffers.hpp).
-  [[no_unique_address]] mutable std::conditional_t<kBufferedHits, HitBuffers, NoHitBuffers> hits_;
 };
 
 /// A reader's hit on a cache whose policy counts reads in the slot's
@@ -340,7 +342,7 @@ std::uint64_t CacheHost<S>::evict_to_capacity(S& sh, std::uint64_t max_records) 
   } else {
     const WriteLock guard(sh);
     if constexpr (S::kBufferedHits) drain_hits(sh);
-    EvictHost host{sh, *this};
+    EvictHost host{sh};
     std::uint64_t n = 0;
     while (n < max_records && sh.live_bytes_ > capacity_ && policy_.evict_one(host)) ++n;
     return n;
@@ -406,7 +408,7 @@ void CacheHost<S>::rebuild_policy(S& sh, bool may_evict) {
       const std::uint64_t evicted_before = evictions_;
       {
         const WriteLock guard(sh);
-        EvictHost host{sh, *this};
+        EvictHost host{sh};
         while (next < items.size()) {
           const Item& it = items[next];
           try {
@@ -461,7 +463,7 @@ void CacheHost<S>::rebuild_policy(S& sh, bool may_evict) {
 template <class S>
 void CacheHost<S>::drain_hits(S& sh) {
   if constexpr (S::kBufferedHits) {
-    EvictHost host{sh, *this};
+    EvictHost host{sh};
     hits_applied_ += hits_.drain([&](std::uint64_t loc, std::uint64_t stamp, std::uint64_t hash) {
       policy_.hit(eviction::Handle{loc, stamp, hash, 0}, host);
     });
@@ -498,7 +500,7 @@ void CacheHost<S>::make_room(S& sh, std::uint64_t need, const KeySeen* own) {
   // stays proportional to what the writer writes. The readers' latest hits
   // first, so that the victims are chosen on them.
   if constexpr (S::kBufferedHits) drain_hits(sh);
-  EvictHost host{sh, *this};
+  EvictHost host{sh};
   while (sh.live_bytes_ != 0 && sh.live_bytes_ + bytes > hard_limit_ + leaving() && policy_.evict_one(host)) {
   }
 }
@@ -519,7 +521,7 @@ void CacheHost<S>::reserve_policy(S& sh) {
     policy_.reserve();
   } catch (const LimitReached&) {
     if constexpr (requires(EvictHost& host) { policy_.drop_stale(host); }) {
-      EvictHost host{sh, *this};
+      EvictHost host{sh};
       if (policy_.drop_stale(host)) {
         policy_.reserve();  // may throw again: the caller evicts, or gives up
         return;
@@ -532,7 +534,7 @@ void CacheHost<S>::reserve_policy(S& sh) {
 template <class S>
 bool CacheHost<S>::evict_for_room(S& sh, std::uint64_t bytes, std::uint64_t round) {
   if constexpr (S::kBufferedHits) drain_hits(sh);
-  EvictHost host{sh, *this};
+  EvictHost host{sh};
   const std::uint64_t before = sh.live_bytes_, evicted = evictions_;
   // Evictions that free only after a report or a sync (the caller's, in
   // Upkeep::free_waiting_removals()) take 1/16 at once: fewer of those.
@@ -572,7 +574,7 @@ void CacheHost<S>::cache_admitted(S& sh, std::uint64_t slot, Location loc, std::
   const std::byte* rec = sh.journal_.at(loc);
   host_loc_ = loc.raw();
   host_slot_ = slot;
-  EvictHost host{sh, *this};
+  EvictHost host{sh};
   policy_.admit(eviction::Handle{loc.raw(), record::read_stamp(rec), h,
                                  record::kHeaderBytes + record::read_meta(rec).capacity()},
                 host);  // cannot fail: reserved in write()
@@ -587,7 +589,7 @@ void CacheHost<S>::policy_forget(S& sh, std::uint64_t slot, Location loc, std::u
 #endif
     host_loc_ = loc.raw();
     host_slot_ = slot;
-    EvictHost host{sh, *this};
+    EvictHost host{sh};
     policy_.forget(eviction::Handle{loc.raw(), stamp, h, bytes}, host);
   } else {
     (void)slot, (void)loc, (void)stamp, (void)h, (void)bytes;
@@ -604,7 +606,7 @@ void CacheHost<S>::cache_replaced(S& sh, const eviction::Handle& before, std::ui
   const std::byte* rec = sh.journal_.at(loc);
   host_loc_ = loc.raw();
   host_slot_ = slot;
-  EvictHost host{sh, *this};
+  EvictHost host{sh};
   const eviction::Handle after{loc.raw(), record::read_stamp(rec), h,
                                record::kHeaderBytes + record::read_meta(rec).capacity()};
   if constexpr (requires { policy_.relocate(before, after, host); }) {

@@ -32,10 +32,10 @@ namespace offheap::detail {
 /// sync), the store-wide sync error it notes, and for periodic the two
 /// waiting lists with the stamps that say what is settled:
 ///
-///   - deferred(): old records of updates (and records removed), oldest
+///   - deferred_: old records of updates (and records removed), oldest
 ///     first; sync() frees those pushed before it began, once its msync
 ///     made their successors durable.
-///   - dead(): dead markers of removals; one goes once every older record
+///   - dead_: dead markers of removals; one goes once every older record
 ///     of its key was freed by an earlier sync and a later msync made that
 ///     free durable (dead_freeable_).
 ///   - freed_below_: a record stamped below it has had every older record
@@ -43,9 +43,9 @@ namespace offheap::detail {
 ///     too, so that the record is the oldest of its key a crash could bring
 ///     back (a cache may evict it without a marker: settled()).
 ///
-/// Every call but sync() and the figures runs under the shard's writer
-/// lock (the caller holds it); sync() takes it twice. A store in another
-/// mode leaves the lists empty.
+/// Every call but sync(), unsettled() and the figures runs under the
+/// shard's writer lock (the caller holds it); sync() takes it twice,
+/// unsettled() once. A store in another mode leaves the lists empty.
 template <class S>
 class ShardDurability {
  public:
@@ -113,7 +113,7 @@ class ShardDurability {
     if (old_records != 0) deferred_.reserve(old_records);
     if (markers != 0) dead_.reserve(markers);
   }
-  /// Room for one dead marker more, whatever the mode (a file-backed store
+  /// Room for `n` dead markers more, whatever the mode (a file-backed store
   /// whose removals are reported keeps its markers here until the report).
   void reserve_marker(std::uint64_t n = 1) { dead_.reserve(n); }
   /// Onto the lists, in room reserved before.

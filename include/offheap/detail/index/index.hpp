@@ -38,7 +38,7 @@
 //
 // Readers hold nothing, and write nothing but, in an S3-FIFO cache, the
 // low 2 bits of a slot word they validated (one compare-and-swap that
-// raises a frequency; Shard::raise_frequency), which is why writers load
+// raises a frequency; CacheHost::raise_frequency), which is why writers load
 // slot words atomically too. A table that growth or clear()
 // replaced is never unmapped while the index lives. Once every walk
 // (for_each) that may be inside it has ended (WalkGate) its pages go back
@@ -368,7 +368,7 @@ class Index {
       for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
         const std::uint64_t slot = g * 8 + ctrl::first(m);
         // Relaxed: a cache's readers may raise the word's policy bits
-        // (Shard::raise_frequency) meanwhile.
+        // (CacheHost::raise_frequency) meanwhile.
         if (is_key(Location::from_slot(load_relaxed(t->slot_word(slot))))) {
           f.found = true;
           f.slot = slot;

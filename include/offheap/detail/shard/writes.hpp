@@ -315,7 +315,8 @@ typename Shard<P>::Slot Shard<P>::removal_marker(std::uint64_t key_len) {
     return allocate(record::payload_for(key_len, 0));
   }
   if (!durability_.defers()) return Slot{};
-  durability_.reserve(1, 1);
+  durability_.reserve(0, 1);  // the marker's entry first, then the record's
+  durability_.reserve(1, 0);
   const Journal::MarkerRoom room(journal_);
   return allocate(record::payload_for(key_len, 0));
 }
@@ -375,12 +376,13 @@ void Shard<P>::clear() noexcept {
   // A fresh table (the old one retired, as after growth), or emptied in
   // place; either way the generation moves: readers inside restart.
   index_.clear(walks_);  // the old table retired, or emptied in place
-  // The policy emptied; the readers' buffered hits name records that are
-  // gone: a drain would hand them to it (W-TinyLFU would count their keys).
-  cache_.clear();
   expiry_.clear(now_ms());
   next_due_.store(ExpiryWheel::kNever, std::memory_order_seq_cst);
   pages_.clear();  // (reset() below hands every chunk's pages back)
+  // The policy emptied; the readers' buffered hits name records that are
+  // gone: a drain would hand them to it (W-TinyLFU would count their keys).
+  // (Last before the journal's reset: the fewest hits recorded after it.)
+  cache_.clear();
   // every_write: each step on disk before the next (see reset()).
   if (const int err = journal_.reset(durability_.sync_each() || durability_.defers())) note_sync_error(err);  // writes refused: see reset()
   free_.clear();

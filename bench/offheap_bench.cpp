@@ -126,6 +126,9 @@ void for_each_subject(Fn&& fn) {
 #if defined(OFFHEAP_BENCH_HAVE_ABSL)
   fn.template operator()<AbslSubject>();
 #endif
+#if defined(OFFHEAP_BENCH_HAVE_BOOST)
+  fn.template operator()<BoostSubject>();
+#endif
 #if defined(OFFHEAP_BENCH_HAVE_CUCKOO)
   fn.template operator()<CuckooSubject>();
 #endif
@@ -169,6 +172,9 @@ std::string missing_peers() {
   const auto add = [&m](const char* what) { m += m.empty() ? what : std::string(", ") + what; };
 #if !defined(OFFHEAP_BENCH_HAVE_ABSL)
   add("absl::flat_hash_map (libabsl-dev)");
+#endif
+#if !defined(OFFHEAP_BENCH_HAVE_BOOST)
+  add("boost::unordered_flat_map (libboost1.81-dev)");
 #endif
 #if !defined(OFFHEAP_BENCH_HAVE_CUCKOO)
   add("libcuckoo (libcuckoo-dev)");

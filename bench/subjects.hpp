@@ -40,6 +40,12 @@
 #include <absl/base/config.h>
 #include <absl/container/flat_hash_map.h>
 #endif
+#if defined(OFFHEAP_BENCH_HAVE_BOOST)
+#include <boost/container_hash/hash.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
+#include <boost/version.hpp>
+#include <functional>
+#endif
 
 namespace offheap_bench {
 
@@ -125,6 +131,54 @@ class AbslSubject {
 
  private:
   absl::flat_hash_map<std::string, std::string> map_;
+};
+#endif
+
+#if defined(OFFHEAP_BENCH_HAVE_BOOST)
+class BoostSubject {
+ public:
+  static constexpr const char* kName = "boost::unordered_flat_map";
+  static constexpr bool kThreadSafe = false;
+  using Session = NoSession<BoostSubject>;
+
+  static std::string describe() {
+    return "Boost " + std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000) +
+           ", boost::unordered_flat_map<std::string, std::string> (boost::hash over the string_view, "
+           "std::equal_to<>: find takes the string_view, no key copy); get: find, copy out; put: find "
+           "then assign (no allocation on an overwrite), else emplace (this Boost has no "
+           "heterogeneous try_emplace); one thread only";
+  }
+  static std::string sizing(std::uint64_t n) {
+    return n != 0 ? "reserve(" + std::to_string(n) + ")" : "not reserved (grows)";
+  }
+
+  explicit BoostSubject(std::uint64_t expected_entries) {
+    if (expected_entries != 0) map_.reserve(expected_entries);
+  }
+
+  void put(Session&, std::string_view key, std::string_view value) {
+    const auto it = map_.find(key);
+    if (it != map_.end()) {
+      it->second.assign(value.data(), value.size());
+    } else {
+      map_.emplace(std::string(key), std::string(value));
+    }
+  }
+  bool get(Session&, std::string_view key, std::string& out) const {
+    const auto it = map_.find(key);
+    if (it == map_.end()) return false;
+    out.assign(it->second.data(), it->second.size());
+    return true;
+  }
+  void settle() noexcept {}
+  std::filesystem::path files() const { return {}; }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return boost::hash<std::string_view>{}(s); }
+  };
+  boost::unordered_flat_map<std::string, std::string, Hash, std::equal_to<>> map_;
 };
 #endif
 

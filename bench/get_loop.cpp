@@ -10,7 +10,7 @@
 //   offheap_get_loop SUBJECT [GETS]
 //     SUBJECT: store, cache, lru, tinylfu (offheap, W1 options as
 //              offheap_bench and offheap_cache_bench give them), absl,
-//              boost (each at its best: reserved, transparent lookup)
+//              boost (as offheap_bench runs them: subjects.hpp)
 //     GETS:    default 2,097,152 (2 x the key stream)
 //
 //   valgrind --tool=callgrind --instr-atstart=no
@@ -21,6 +21,7 @@
 // bytes): every get is a hit, as in offheap_cache_bench's get-hit cell, so
 // the figures say what a hit costs, not what a miss does. Every value read
 // is checked (its length), so the loop cannot be optimized away.
+#include "subjects.hpp"
 #include "w1.hpp"
 
 #include <offheap/offheap.hpp>
@@ -31,19 +32,9 @@
 #define CALLGRIND_START_INSTRUMENTATION
 #define CALLGRIND_STOP_INSTRUMENTATION
 #endif
-#if defined(OFFHEAP_BENCH_HAVE_ABSL)
-#include <absl/container/flat_hash_map.h>
-#endif
-#if __has_include(<boost/unordered/unordered_flat_map.hpp>)
-#include <boost/container_hash/hash.hpp>
-#include <boost/unordered/unordered_flat_map.hpp>
-#define OFFHEAP_BENCH_HAVE_BOOST 1
-#endif
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <string>
 #include <string_view>
 
@@ -81,29 +72,15 @@ std::uint64_t offheap_subject(std::uint64_t gets, std::uint64_t capacity) {
   return run_loop(gets, [&](std::string_view k, std::string& out) { return s.get(k, out); });
 }
 
-#if defined(OFFHEAP_BENCH_HAVE_BOOST)
-/// boost::hash over std::string_view, usable with heterogeneous lookup.
-struct TransparentHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return boost::hash<std::string_view>{}(s); }
-};
-#endif
-
-/// `View` is the map's own string view type, which its heterogeneous find
-/// takes (Debian's abseil has its own absl::string_view).
-template <class View, class Map>
-std::uint64_t map_subject(std::uint64_t gets, Map& m) {
+/// A hash map configured as offheap_bench runs it (subjects.hpp: reserved,
+/// heterogeneous find), filled through its put, read through its get.
+template <class Subject>
+std::uint64_t map_subject(std::uint64_t gets) {
   const auto& in = w1_inputs();
-  m.reserve(offheap_bench::kW1Entries);
-  for (std::uint64_t i = 0; i < in.keys.size(); ++i) {
-    m.try_emplace(std::string(in.keys.key(i)), in.values[i % in.values.size()]);
-  }
-  return run_loop(gets, [&](std::string_view k, std::string& out) {
-    const auto it = m.find(View(k.data(), k.size()));
-    if (it == m.end()) return false;
-    out.assign(it->second);
-    return true;
-  });
+  Subject m(offheap_bench::kW1Entries);
+  typename Subject::Session session(m);
+  for (std::uint64_t i = 0; i < in.keys.size(); ++i) m.put(session, in.keys.key(i), in.values[i % in.values.size()]);
+  return run_loop(gets, [&](std::string_view k, std::string& out) { return m.get(session, k, out); });
 }
 
 }  // namespace
@@ -128,13 +105,11 @@ int main(int argc, char** argv) {
     bytes = offheap_subject<offheap::TinyLfuCache>(gets, capacity);
 #if defined(OFFHEAP_BENCH_HAVE_ABSL)
   } else if (subject == "absl") {
-    absl::flat_hash_map<std::string, std::string> m;
-    bytes = map_subject<absl::string_view>(gets, m);
+    bytes = map_subject<offheap_bench::AbslSubject>(gets);
 #endif
 #if defined(OFFHEAP_BENCH_HAVE_BOOST)
   } else if (subject == "boost") {
-    boost::unordered_flat_map<std::string, std::string, TransparentHash, std::equal_to<>> m;
-    bytes = map_subject<std::string_view>(gets, m);
+    bytes = map_subject<offheap_bench::BoostSubject>(gets);
 #endif
   } else if (subject == "absl" || subject == "boost") {
     // Built without it (Debian: libabsl-dev, libboost-dev): 77, which the

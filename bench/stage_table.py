@@ -86,11 +86,14 @@ def classify(path, text):
     return "other"
 
 
-def per_line(profile):
-    """Yields (file, line number, instructions, source text)."""
+def annotate(profile):
+    """One callgrind_annotate run: (the program's total instructions, a list
+    of (file, line number, instructions, source text))."""
     out = subprocess.run(
         ["callgrind_annotate", "--auto=yes", "--show-percs=no", "--threshold=100", "--context=0", profile],
         check=True, capture_output=True, text=True).stdout
+    total = int(re.search(r"([\d,]+)(?: \([\d.]+%\))?\s+PROGRAM TOTALS", out).group(1).replace(",", ""))
+    lines = []
     path = None
     lineno = None
     for raw in out.splitlines():
@@ -108,15 +111,9 @@ def per_line(profile):
             continue
         m = re.match(r"\s*([\d,]+)\s(.*)$", raw)
         if m:
-            yield path, lineno, int(m.group(1).replace(",", "")), m.group(2)
+            lines.append((path, lineno, int(m.group(1).replace(",", "")), m.group(2)))
             lineno = None
-
-
-def totals(profile):
-    out = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", profile],
-                         check=True, capture_output=True, text=True).stdout
-    m = re.search(r"([\d,]+)(?: \([\d.]+%\))?\s+PROGRAM TOTALS", out)
-    return int(m.group(1).replace(",", ""))
+    return total, lines
 
 
 def main():
@@ -131,13 +128,13 @@ def main():
         name = re.sub(r"^get\.|\.out$", "", os.path.basename(p))
         by_stage = collections.Counter()
         seen = 0
-        for path, lineno, ir, text in per_line(p):
+        total, lines = annotate(p)
+        for path, lineno, ir, text in lines:
             stage = classify(path, text)
             by_stage[stage] += ir
             seen += ir
             if stage == "other":
                 unclaimed[(os.path.basename(path), lineno, text.strip()[:60])] += ir
-        total = totals(p)
         # Code without line information (no -g: libc, the dynamic loader).
         by_stage["other"] += total - seen
         table[name] = (total, by_stage)

@@ -126,14 +126,8 @@ class ShardDurability {
   void free_or_defer_marker(S& sh, Location loc) { free_or_defer(sh, dead_, loc); }
   /// Every_write's recovery, when the frees cannot be made durable: the
   /// records wait on the lists as in periodic (writes are refused anyway).
-  void keep_old(Location loc) {
-    deferred_.reserve_one();
-    deferred_.push(loc);
-  }
-  void keep_marker(Location loc) {
-    dead_.reserve_one();
-    dead_.push(loc);
-  }
+  void keep_old(Location loc) { push_one(deferred_, loc); }
+  void keep_marker(Location loc) { push_one(dead_, loc); }
   /// clear(): the lists emptied (their records are gone with the journal).
   void drop_all() noexcept {
     deferred_dropped_ += deferred_.size();
@@ -159,6 +153,10 @@ class ShardDurability {
   void settle(std::uint64_t begun, std::uint64_t freed_before) noexcept;
   void free_or_defer(S& sh, LocationList& list, Location loc) {
     if (!defer_frees_) return sh.free_record(loc);
+    push_one(list, loc);
+  }
+  /// Onto `list`, room made first (may throw before anything changes).
+  static void push_one(LocationList& list, Location loc) {
     list.reserve_one();
     list.push(loc);
   }

@@ -60,7 +60,6 @@
 #include <offheap/detail/journal/free_lists.hpp>
 #include <offheap/detail/index/hash.hpp>
 #include <offheap/detail/cache/cache_host.hpp>
-#include <offheap/detail/cache/hit_buffers.hpp>
 #include <offheap/detail/journal/space.hpp>
 #include <offheap/detail/journal/walk.hpp>
 #include <offheap/detail/shard/verify.hpp>
@@ -75,8 +74,6 @@
 #include <offheap/detail/index/index.hpp>
 #include <offheap/detail/journal/journal.hpp>
 #include <offheap/detail/index/location.hpp>
-#include <offheap/detail/journal/location_list.hpp>
-#include <offheap/detail/memory/mapped_fifo.hpp>
 #include <offheap/detail/memory/os.hpp>
 #include <offheap/detail/shard/reader_support.hpp>
 #include <offheap/detail/shard/probe.hpp>

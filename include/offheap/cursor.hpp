@@ -35,10 +35,13 @@ class Cursor {
   /// The shard the walk is in (0 .. shards; shards when done), for progress.
   constexpr std::uint32_t shard() const noexcept { return shard_; }
 
-  /// How many times a shard was walked again from its start because its
-  /// index table was replaced (growth, a rebuild, clear()) between two
-  /// calls, or the cursor came from another store object: each such time,
-  /// keys of that shard may be handed to fn a second time.
+  /// How many times keys of a shard may have been handed to fn a second
+  /// time: the shard was walked again from its start because its index
+  /// table was replaced (a rebuild, clear(), the start of an index
+  /// migration) between two calls, or the cursor came from another store
+  /// object; or, during an index migration, entries the walk had passed
+  /// were moved between two calls to the part of the index it has yet to
+  /// walk (the walk goes on where it was).
   constexpr std::uint32_t restarts() const noexcept { return restarts_; }
 
   friend constexpr bool operator==(const Cursor&, const Cursor&) noexcept = default;
@@ -48,8 +51,9 @@ class Cursor {
   friend class detail::Walks;  // the only one that moves a cursor (detail/store/scan.hpp)
 
   std::uint64_t store_ = 0;        // the walking store object's instance number (0: none yet)
-  std::uint64_t position_ = 0;     // 8 per index group (see Shard::scan)
+  std::uint64_t position_ = 0;     // 8 per index group, flagged in a drained table (ShardWalk::scan)
   std::uint64_t serial_ = ~std::uint64_t{0};  // the table's serial (none yet)
+  std::uint64_t moves_ = 0;        // the shard's index migration steps at the last call
   std::uint32_t shard_ = 0;
   std::uint32_t restarts_ = 0;
   bool done_ = false;

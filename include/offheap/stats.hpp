@@ -102,6 +102,12 @@ struct Stats {
   std::uint64_t index_capacity = 0;  ///< slots
   std::uint64_t index_tombstones = 0;
   double index_load = 0;  ///< (live + tombstones) / capacity
+  // A table past 448 slots grows by migration: the new table is published
+  // beside it and every write moves a few of its groups (the maintenance
+  // thread the rest, once writes stop), instead of one rebuild that every
+  // writer of the shard would wait for.
+  std::uint64_t index_migrations = 0;  ///< begun since the store was opened
+  std::uint64_t index_migrating = 0;   ///< entries still in the tables migrations drain
 
   // Index tables that growth or clear() replaced: their address ranges stay
   // mapped for readers that may still be inside (their pages go back to the

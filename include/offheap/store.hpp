@@ -679,11 +679,14 @@ class OffHeapStore {
   /// What a walk promises (it is weakly consistent): every key present and
   /// left alone (not written or removed) from the walk's first call to its
   /// last is handed to fn at least once; exactly once, unless a shard's
-  /// index table was replaced between two calls (growth, a rebuild that
-  /// drops tombstones, clear()) or the cursor passed to another store
-  /// object (a reopen of the same files): the walk then takes that shard
-  /// again from its start, so its keys may come twice (cursor.restarts()
-  /// counts these), never missed. Keys written or removed during the walk
+  /// index table was replaced between two calls (the start of a growth, a
+  /// rebuild that drops tombstones, clear()) or the cursor passed to
+  /// another store object (a reopen of the same files): the walk then
+  /// takes that shard again from its start, so its keys may come twice,
+  /// never missed; or, while a shard's index grows, entries the walk had
+  /// passed were moved between two calls to the part it has yet to walk
+  /// (they may come twice; the walk goes on). cursor.restarts() counts both.
+  /// Keys written or removed during the walk
   /// may come or not, with whatever value they had when the walk got there;
   /// a value written is never seen torn. A shard whose table keeps being
   /// replaced faster than a step walks it is retaken each time: steps of

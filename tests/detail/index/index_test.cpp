@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <offheap/detail/index/index.hpp>
 
+#include "detail/index/harness.hpp"
 #include "support/store_name.hpp"
 
 #include <catch2/catch.hpp>
@@ -11,6 +12,7 @@
 #include <string>
 
 using offheap::detail::Index;
+using offheap_test::Harness;
 using offheap::detail::IndexTable;
 using offheap::detail::Location;
 namespace ctrl = offheap::detail::ctrl;
@@ -60,44 +62,6 @@ TEST_CASE("capacity_for keeps entries under the 7/8 load limit", "[index]") {
   }
 }
 
-namespace {
-// A model of the store's use of the index: fake locations whose "key" is the
-// location itself, hashed by a caller-chosen function.
-struct Harness {
-  const offheap::detail::StoreName& name = offheap_test::store_name("index test");
-  offheap::detail::WalkGate walks;
-  Index index;
-  std::map<std::uint64_t, std::uint64_t> hash_of;  // location raw -> hash
-  std::uint64_t next = 0;
-
-  explicit Harness(std::uint64_t expected) : index(expected, name) {}
-
-  Index::Found find(std::uint64_t h, Location key) {
-    return index.find(h, [&](Location l) { return l == key; });
-  }
-  Location add(std::uint64_t h) {
-    const Location loc = Location::make(0, 8 * next++);
-    if (index.needs_room()) {
-      index.grow([&](Location l, std::uint64_t& h) {
-        h = hash_of.at(l.raw());
-        return true;
-      }, walks);
-    }
-    const Index::Found f = find(h, loc);
-    REQUIRE_FALSE(f.found);
-    index.insert(f.insert_slot, h, loc);
-    hash_of[loc.raw()] = h;
-    return loc;
-  }
-  bool erase(std::uint64_t h, Location loc) {
-    const Index::Found f = find(h, loc);
-    if (!f.found) return false;
-    index.erase(f.slot);
-    hash_of.erase(loc.raw());
-    return true;
-  }
-};
-}  // namespace
 
 TEST_CASE("insert, find, update and erase under growth", "[index]") {
   Harness x(0);

@@ -378,6 +378,7 @@ void ShardRecovery<S>::adopt_record(Location loc, const std::byte* rec, const re
   } else {
     if (sh_.index_.needs_room()) {
       sh_.grow_index();
+      sh_.finish_index_migration();  // no reader yet: at once
       f = sh_.find_for_write(key, h);
     }
     sh_.index_.insert(f.insert_slot, h, loc);

@@ -36,6 +36,9 @@ template <class S>
 void ShardStateFile<S>::save_state(S& sh, std::uint64_t generation) {
   const FileBacking& f = *sh.journal_.files();
   const StoreName& store = sh.journal_.store_name();
+  // A migration under way ends first (the rest of it at once): the file
+  // holds one table, as before migrations (its format is unchanged).
+  sh.finish_index_migration();
   const IndexTable* t = sh.index_.table();
   const std::uint64_t page = page_size();
   format::StateHeader h{};

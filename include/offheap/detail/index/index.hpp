@@ -1,24 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The index: an open-addressing table from key hash to record Location.
 //
-// One mapped block per table: a 64-byte header, then one 64-byte line per
-// group of 7 slots, a power-of-two number of groups:
-//
-//   line g:  +---------------+-------------+-------------+-----+-------------+
-//            | control word  | location 0  | location 1  | ... | location 6  |
-//            | 7 bytes + 0   | 8 bytes     | 8 bytes     |     | 8 bytes     |
-//            +---------------+-------------+-------------+-----+-------------+
-//
-//   control byte: 0x00 empty, 0x01 tombstone, 0x80 | 7 hash bits: full;
-//   the eighth byte of every control word is always 0x00 and never a slot.
-//
-// A slot is numbered 8 * group + i (i < 7): its location is word slot + 1
-// of the lines. A lookup loads the group's control word and, on a tag
-// match, the location beside it in the same cache line, then the record:
-// two memory misses at scale. 64/7 = 9.1 bytes per slot; at the 7/8 load
-// limit and after doubling, 10.4 to 20.9 bytes per entry. The index holds
-// no key: a match of the 7 tag bits is confirmed by comparing the full key
-// stored in the record.
+// The tables' layout (lines of a control word and 7 locations, tags,
+// probing) is table.hpp's. A slot number names a slot of the current
+// table, or with kOldSlot of the table a migration drains.
 //
 // Probing visits whole groups on a triangular sequence of group numbers,
 // which visits every group of a power-of-two table. A probe stops at a
@@ -26,6 +11,33 @@
 // tombstone) in a group that already has one. Growth doubles when live
 // entries pass half the limit and otherwise rebuilds at the same size;
 // either way tombstones are dropped.
+//
+// Growth without a pause (migration). A table of up to kRebuildGroups
+// groups is rebuilt at once. A larger one is not: the new table is
+// published empty beside it (the old one stays on the readers' second
+// word, old_word_), inserts go to the new table, and every write first
+// moves the next kMoveGroups groups of the old one (migrate()), each entry
+// rehashed from its record's key (the slot keeps 7 hash bits: one record
+// read per moved entry, the records of a step prefetched together, as
+// many reads in all as a rebuild, spread over the writes). A write thus
+// waits for at most two groups' moves, never for the shard. A key is in
+// one of the two tables, never both: a move stores the entry in the new
+// table (release) before its old slot says none and its control byte
+// turns tombstone (release), and readers probe the old table first, then
+// the new one, so a reader that finds the old slot emptied finds the entry
+// in the new table. The generation moves when a migration begins (a
+// reader that loaded the single old table concludes nothing once entries
+// leave it) and when it ends (the old table retired); a step moves none
+// (every record stays where it was). No entry moves while a walk is in
+// progress (the seq_cst handshake of migrate() and wait_moves()): a walk
+// sees the old table, then the new one, each entry once. Walks that keep
+// overlapping until the new table fills make the next write rebuild both
+// tables into one at once (the one pause proportional to the shard left,
+// and only then). The maintenance thread moves the rest of a migration
+// that writes stopped in the middle of (Shard::help_index_migration), and
+// a clean close finishes it (the state file holds one table, as before).
+// The fast read path takes the slow one while a migration is under way
+// (one relaxed load tells it, on the line it loads anyway).
 //
 // Concurrency: only the writer (holding the shard lock) changes a table. It
 // stores a slot's location with release before the control word that makes
@@ -78,85 +90,19 @@
 
 #include <offheap/detail/memory/atomic_word.hpp>
 #include <offheap/detail/index/location.hpp>
+#include <offheap/detail/index/table.hpp>
+#include <offheap/detail/index/walk_gate.hpp>
 #include <offheap/detail/memory/os.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cassert>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 namespace offheap::detail {
-
-struct IndexTable {
-  static constexpr unsigned kSlotsPerGroup = 7;
-
-  std::uint64_t groups;        // a power of two >= 1
-  std::uint64_t mapped_bytes;  // of the whole block
-  IndexTable* next_retired;    // links tables waiting to be dropped or reused
-  std::uint64_t retire_tag;    // the walk epoch it was replaced in (WalkGate::tag)
-  std::uint64_t from_file;     // 1: mapped privately from a state file
-  std::uint64_t reserved[3];   // the header fills the first line
-
-  std::uint64_t capacity() const noexcept { return groups * kSlotsPerGroup; }
-  /// The lines: word 8g is group g's control word, 8g + 1 + i its location i.
-  std::uint64_t* words() noexcept { return reinterpret_cast<std::uint64_t*>(this + 1); }
-  const std::uint64_t* words() const noexcept {
-    return reinterpret_cast<const std::uint64_t*>(this + 1);
-  }
-  std::uint64_t* ctrl_word(std::uint64_t g) noexcept { return words() + 8 * g; }
-  const std::uint64_t* ctrl_word(std::uint64_t g) const noexcept { return words() + 8 * g; }
-  /// Slot 8g + i's location word.
-  std::uint64_t* slot_word(std::uint64_t slot) noexcept { return words() + slot + 1; }
-  const std::uint64_t* slot_word(std::uint64_t slot) const noexcept { return words() + slot + 1; }
-
-  static std::uint64_t bytes_for(std::uint64_t groups) noexcept {
-    return round_up(sizeof(IndexTable) + 64 * groups, page_size());
-  }
-
-  /// A table of `groups` groups, every slot empty: `spare` (a range kept
-  /// from a replaced table of the same size, whose pages read as zeros) if
-  /// given, else freshly mapped.
-  static IndexTable* create(std::uint64_t groups, const StoreName& name,
-                            IndexTable* spare = nullptr) {
-    const std::uint64_t bytes = bytes_for(groups);
-    IndexTable* t = spare;
-    if (t == nullptr) {
-      try {
-        t = reinterpret_cast<IndexTable*>(map_anonymous(bytes, name, "an index table"));
-      } catch (LimitReached& e) {
-        e.evicting_helps = false;  // an eviction leaves a tombstone: the table is as full
-        throw;
-      }
-    }
-    t->groups = groups;  // the pages are zeros: every slot is empty
-    t->mapped_bytes = bytes;
-    t->next_retired = nullptr;
-    t->retire_tag = 0;
-    t->from_file = 0;
-    return t;
-  }
-  static void destroy(IndexTable* t, const StoreName& name) noexcept {
-    if (t) unmap(t, t->mapped_bytes, name);
-  }
-};
-static_assert(sizeof(IndexTable) == 64);
-
-/// The table as readers see it: its lines and group mask, from one word.
-struct TableView {
-  const std::uint64_t* words;
-  std::uint64_t mask;  // groups - 1
-
-  const std::uint64_t* ctrl_word(std::uint64_t g) const noexcept { return words + 8 * g; }
-  /// The control word of the group that holds `slot` (a location word).
-  static const std::uint64_t* ctrl_of(const std::uint64_t* slot) noexcept {
-    return reinterpret_cast<const std::uint64_t*>(reinterpret_cast<std::uintptr_t>(slot) &
-                                                  ~std::uintptr_t{63});
-  }
-  /// Which of its group's slots `slot` is (0-6).
-  static unsigned index_of(const std::uint64_t* slot) noexcept {
-    return static_cast<unsigned>((reinterpret_cast<std::uintptr_t>(slot) & 63) / 8 - 1);
-  }
-};
 
 #if defined(OFFHEAP_TESTING_READ_HOOK)
 /// Tests only (tests/hooks/): clear() empties the table in place (as when
@@ -167,115 +113,15 @@ inline bool testing_clear_in_place = false;
 inline void (*testing_clear_after_bump)() = nullptr;
 #endif
 
-namespace ctrl {
-inline constexpr std::uint8_t kEmpty = 0x00;
-inline constexpr std::uint8_t kTombstone = 0x01;
-inline constexpr std::uint64_t kLows = 0x0001010101010101ull;   // the 7 slot bytes
-inline constexpr std::uint64_t kHighs = 0x0080808080808080ull;  // the 7 slot bytes
+#if defined(OFFHEAP_TESTING_MIGRATION_HOOK)
+/// Tests only (tests/hooks/migration_order_test.cpp): called by a
+/// migration step (on the writer's thread, under the shard's lock) between
+/// the two stores of each move, where a lock-free reader must still find
+/// the entry. OFFHEAP_TESTING_MIGRATION_ERASE_FIRST (the twin) makes the
+/// move empty the old slot first: the entry is then in neither table here.
+inline void (*testing_between_move_stores)() = nullptr;
+#endif
 
-inline std::uint8_t tag_of(std::uint64_t hash) noexcept {
-  return static_cast<std::uint8_t>(0x80 | (hash >> 57));
-}
-/// 0x80 in each slot byte of `w` equal to `tag`, exactly (no false
-/// positives; the eighth byte, 0x00, never equals a tag).
-inline std::uint64_t match(std::uint64_t w, std::uint8_t tag) noexcept {
-  const std::uint64_t x = w ^ (0x0101010101010101ull * tag);
-  return ~(((x & ~0x8080808080808080ull) + ~0x8080808080808080ull) | x) & kHighs;
-}
-/// 0x80 in each empty slot byte (control bytes are only 0x00, 0x01 or >= 0x80).
-inline std::uint64_t match_empty(std::uint64_t w) noexcept { return ~w & ~(w << 7) & kHighs; }
-/// 0x80 in each empty or tombstone slot byte.
-inline std::uint64_t match_available(std::uint64_t w) noexcept { return ~w & kHighs; }
-/// The slot within the group of the lowest set match bit.
-inline unsigned first(std::uint64_t m) noexcept {
-  return static_cast<unsigned>(std::countr_zero(m)) / 8;
-}
-inline std::uint8_t byte_of(std::uint64_t w, unsigned i) noexcept {
-  return static_cast<std::uint8_t>(w >> (8 * i));
-}
-}  // namespace ctrl
-
-/// The sequence of groups a probe for `hash` visits.
-class ProbeSeq {
- public:
-  ProbeSeq(std::uint64_t hash, std::uint64_t mask) noexcept : mask_(mask), group_(hash & mask_) {}
-  std::uint64_t group() const noexcept { return group_; }
-  /// False once every group was visited (only a reader inside a table
-  /// being rebuilt in a reused range can get there).
-  bool next() noexcept {
-    ++step_;
-    group_ = (group_ + step_) & mask_;
-    return step_ <= mask_;
-  }
-
- private:
-  std::uint64_t mask_;
-  std::uint64_t group_;
-  std::uint64_t step_ = 0;
-};
-
-/// Walks (Store::for_each) in progress in a store. A walk goes on through a
-/// table that growth replaced under it, so a replaced table is kept as it
-/// was until every walk that may be inside it has ended (Index::drop_retired).
-///
-/// Two counts, by the parity of an epoch (a grace period for walks only;
-/// lookups never touch the gate): a walk counts itself in the count of the
-/// epoch it entered; a replaced table is tagged with the epoch current
-/// after its successor was published; the epoch moves from E to E + 1 only
-/// when no walk of E - 1 is left (their count, of E + 1's parity, is 0), so
-/// at epoch E every walk of E - 2 or before has ended, and a table tagged r
-/// may go at epoch r + 2. Walks that keep overlapping (the count of walks
-/// in progress never 0) hold back only the tables replaced while they ran.
-/// Every operation is seq_cst (walks and replacements are rare): one total
-/// order, so a tag read after a walk's entry is at least that walk's epoch.
-class WalkGate {
- public:
-  /// Before the walk loads any table; returns the ticket to give leave().
-  /// The fence pairs with the one in Index::retire(): either the writer's
-  /// tag is at least this walk's epoch (read before this fence), or the
-  /// walk sees the table the writer published before its fence.
-  [[nodiscard]] unsigned enter() noexcept {
-    std::uint64_t e = epoch_.load();
-    for (;;) {
-      active_[e & 1].fetch_add(1);
-      // Counted in e's parity while the epoch was still e: flips past e + 1
-      // wait for this walk. (A flip between the load and the count would
-      // not have seen it: counted again, in the new epoch.)
-      const std::uint64_t now = epoch_.load();
-      if (now == e) break;
-      active_[e & 1].fetch_sub(1);
-      e = now;
-    }
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    return static_cast<unsigned>(e & 1);
-  }
-  /// Release (seq_cst): the walk's reads of tables happen before a writer
-  /// that sees its count fall drops their pages.
-  void leave(unsigned ticket) noexcept { active_[ticket].fetch_sub(1); }
-
-  /// The epoch a table replaced now is tagged with. The caller published
-  /// the replacement first; the fence pairs with the one in enter().
-  std::uint64_t tag() const noexcept {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    return epoch_.load();
-  }
-  /// Moves the epoch on as far as ended walks allow (at most twice) and
-  /// says whether a table tagged `tag` may go: no walk of `tag` or before
-  /// is still in progress.
-  bool passed(std::uint64_t tag) noexcept {
-    for (int i = 0; i < 2; ++i) {
-      std::uint64_t e = epoch_.load();
-      if (e >= tag + 2) return true;
-      if (active_[(e + 1) & 1].load() != 0) return false;
-      epoch_.compare_exchange_strong(e, e + 1);  // another writer may have moved it: fine
-    }
-    return epoch_.load() >= tag + 2;
-  }
-
- private:
-  std::atomic<std::uint64_t> epoch_{2};
-  std::atomic<std::uint64_t> active_[2] = {};
-};
 
 class Index {
  public:
@@ -302,6 +148,7 @@ class Index {
   Index& operator=(const Index&) = delete;
   ~Index() {
     IndexTable::destroy(table_, name_);
+    IndexTable::destroy(old_, name_);
     drop_all(retired_);
     drop_all(spares_);
     drop_all(lost_);
@@ -326,6 +173,49 @@ class Index {
     return TableView{reinterpret_cast<const std::uint64_t*>(w & ~std::uintptr_t{63}),
                      (std::uint64_t{1} << (w & 63)) - 1};
   }
+  /// The table a migration is draining (words null when none). Load it
+  /// after acquire_view(): publish() stores it before the table word, so a
+  /// reader that sees a migration's new table sees its old one too. (One
+  /// that sees an older table word and the newer old word probes a table
+  /// twice: the generation it loaded first has moved by then.) Acquire:
+  /// pairs with the release stores of old_word_.
+  TableView acquire_old_view() const noexcept {
+    const std::uintptr_t w = old_word_.load(std::memory_order_acquire);
+    if (w == 0) return TableView{nullptr, 0};
+    return TableView{reinterpret_cast<const std::uint64_t*>(w & ~std::uintptr_t{63}),
+                     (std::uint64_t{1} << (w & 63)) - 1};
+  }
+  /// Whether a migration is under way: one load, on the line the reader
+  /// loads anyway (the fast path leaves the two-table case to the slow
+  /// one, which loads acquire_old_view()). Acquire: a reader that sees the
+  /// end of a migration (0) sees every entry it moved (pairs with
+  /// end_migration()'s release store).
+  bool migrating_now() const noexcept { return old_word_.load(std::memory_order_acquire) != 0; }
+  /// Whether `words` is a table writers still change: the current one or
+  /// the one a migration drains (else a replaced, frozen one).
+  bool live_table(const std::uint64_t* words) const noexcept {
+    return acquire_view().words == words || acquire_old_view().words == words;
+  }
+  /// For a walk, after it entered the WalkGate and before it loads a table:
+  /// waits out a migration step that started before the walk was counted
+  /// (a few groups moved under the lock; no later step starts while the
+  /// walk is in progress). Seq_cst: the handshake with migrate().
+  void wait_moves() const noexcept {
+    for (unsigned i = 0; moving_.load() != 0; ++i) {
+      if (i < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+  /// How many migration steps moved entries (for scan steps: entries moved
+  /// between two calls may come again). Read inside the WalkGate, after
+  /// wait_moves().
+  std::uint64_t moves() const noexcept { return moves_.load(std::memory_order_relaxed); }
+
   /// True while no growth, clear() or invalidate_readers() happened since
   /// `generation` was loaded. Callers order their earlier loads before this
   /// one with an acquire fence (record::validate); it pairs with the release
@@ -346,20 +236,46 @@ class Index {
 
   // ---- writer side (the shard's lock is held) ------------------------------
 
+  /// The current table (where inserts go). A clean close saves it after
+  /// finish_migration(), so it is then the only one.
   IndexTable* table() const noexcept { return table_; }
+  /// The table a migration drains, or null.
+  const IndexTable* old_table() const noexcept { return old_; }
+  bool migrating() const noexcept { return old_ != nullptr; }
+
+  /// A slot number names a slot of the current table (8 * group + i), or,
+  /// with this bit, of the table a migration drains. Valid until the next
+  /// migration step or growth (the shard takes none between a find and
+  /// the write it serves).
+  static constexpr std::uint64_t kOldSlot = std::uint64_t{1} << 63;
 
   struct Found {
     bool found = false;
     std::uint64_t slot = 0;         // the key's slot when found
-    std::uint64_t insert_slot = 0;  // else the first available slot on its probe path
+    std::uint64_t insert_slot = 0;  // else the first available slot on its probe path (current table)
   };
 
   /// Finds the slot whose location `is_key(Location)` accepts among the
-  /// slots tagged for `hash`.
+  /// slots tagged for `hash`: in the table a migration drains first, then
+  /// in the current one (a key is in one of them, never both).
   template <class IsKey>
   [[gnu::always_inline]] Found find(std::uint64_t hash, IsKey&& is_key) const {
-    const IndexTable* t = table_;
     const std::uint8_t tag = ctrl::tag_of(hash);
+    if (old_ != nullptr) [[unlikely]] {
+      const IndexTable* o = old_;
+      for (ProbeSeq seq(hash, o->groups - 1);; seq.next()) {
+        const std::uint64_t g = seq.group();
+        const std::uint64_t w = *o->ctrl_word(g);
+        for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
+          const std::uint64_t slot = g * 8 + ctrl::first(m);
+          if (is_key(Location::from_slot(load_relaxed(o->slot_word(slot))))) {
+            return Found{true, slot | kOldSlot, 0};
+          }
+        }
+        if (ctrl::match_empty(w)) break;
+      }
+    }
+    const IndexTable* t = table_;
     Found f;
     bool have_insert = false;
     for (ProbeSeq seq(hash, t->groups - 1);; seq.next()) {
@@ -385,7 +301,7 @@ class Index {
     }
   }
 
-  /// True when one more entry would pass the load limit.
+  /// True when one more entry would pass the current table's load limit.
   bool needs_room() const noexcept {
     return full_ + tombstones_ + 1 > limit_of(table_->capacity());
   }
@@ -405,18 +321,18 @@ class Index {
   /// pairs with the reader's acquire load of the location, so the new
   /// record's words are visible.
   void update(std::uint64_t slot, Location loc) noexcept {
-    std::uint64_t* w = table_->slot_word(slot);
+    std::uint64_t* w = slot_word_of(slot);
     store_release(w, loc.raw() | (load_relaxed(w) & Location::kSlotBits));
   }
   /// A full slot's policy bits (caches; 0 in a store).
   std::uint8_t bits(std::uint64_t slot) const noexcept {
-    return static_cast<std::uint8_t>(load_relaxed(table_->slot_word(slot)) & Location::kSlotBits);
+    return static_cast<std::uint8_t>(load_relaxed(slot_word_of(slot)) & Location::kSlotBits);
   }
   /// Sets a full slot's policy bits. A reader's compare-and-swap that
   /// raises them (Shard::lookup) may be overwritten: a lost count, nothing
   /// more, since both keep the location.
   void set_bits(std::uint64_t slot, std::uint8_t bits) noexcept {
-    std::uint64_t* w = table_->slot_word(slot);
+    std::uint64_t* w = slot_word_of(slot);
     store_relaxed(w, (load_relaxed(w) & ~Location::kSlotBits) | (bits & Location::kSlotBits));
   }
 
@@ -427,85 +343,94 @@ class Index {
   /// before the free; a reader that sees any byte of the free, or of what
   /// later covers it, sees none here after its acquire fence).
   void erase(std::uint64_t slot) noexcept {
-    IndexTable* t = table_;
+    const bool in_old = (slot & kOldSlot) != 0;
+    IndexTable* t = in_old ? old_ : table_;
+    slot &= ~kOldSlot;
     store_release(t->slot_word(slot), Location::none().raw());
     const bool group_has_empty = ctrl::match_empty(*t->ctrl_word(slot / 8)) != 0;
     set_ctrl(t, slot, group_has_empty ? ctrl::kEmpty : ctrl::kTombstone);
+    if (in_old) {
+      --old_full_;  // (the drained table's tombstones go with it)
+      return;
+    }
     if (!group_has_empty) ++tombstones_;
     --full_;
   }
 
-  /// Calls fn(slot, location) for every full slot (writer side).
+  /// Calls fn(slot, location) for every full slot (writer side): the
+  /// drained table's first (slot numbers with kOldSlot), then the current one's.
   template <class F>
   void for_each_full(F&& fn) const {
-    const IndexTable* t = table_;
-    for (std::uint64_t g = 0; g < t->groups; ++g) {
-      for (std::uint64_t m = *t->ctrl_word(g) & ctrl::kHighs; m; m &= m - 1) {
-        const std::uint64_t slot = g * 8 + ctrl::first(m);
-        fn(slot, Location::from_slot(load_relaxed(t->slot_word(slot))));
-      }
-    }
+    if (old_ != nullptr) for_each_full_of(old_, kOldSlot, fn);
+    for_each_full_of(table_, 0, fn);
   }
 
   Location location(std::uint64_t slot) const noexcept {
-    return Location::from_slot(load_relaxed(table_->slot_word(slot)));
+    return Location::from_slot(load_relaxed(slot_word_of(slot)));
   }
 
-  /// Rebuilds the table so that one more entry fits: twice the capacity when
-  /// live entries pass half the limit, else the same capacity without
+  /// Makes room for one more entry: a table twice the capacity when live
+  /// entries pass half the limit, else one of the same capacity without
   /// tombstones. Under Options::memory_limit_bytes, when the larger table
   /// would pass the limit: the same capacity while live entries stay under
   /// three quarters of the limit (in the spare kept for it, keep_spare()).
-  /// `hash_of(Location, std::uint64_t& hash)` recomputes an
-  /// entry's hash from its record, or returns false to leave the entry out
-  /// (a record a damaged file made unreadable). Publishes the new table and
-  /// retires the old one (retire()). Throws Error(out_of_space) if the new
-  /// table cannot be mapped (LimitReached: evicting_helps says whether
-  /// fewer live entries would let a rebuild of the same capacity do); the
-  /// index is unchanged then.
+  /// Throws Error(out_of_space) if the new table cannot be mapped
+  /// (LimitReached: evicting_helps says whether fewer live entries would
+  /// let a rebuild of the same capacity do); the index is unchanged then.
+  ///
+  /// A table of more than kRebuildGroups groups is not rebuilt at once: the
+  /// new one is published empty beside it and a migration begins, which
+  /// migrate() carries on a few groups per write (inserts go to the new
+  /// table; readers probe the old one, then the new one). A small table,
+  /// or both tables of a migration a walk held back until the new one
+  /// filled (migrate() moves nothing under a walk), are rebuilt into one at
+  /// once, as before migrations: the one pause proportional to the shard,
+  /// and only while walks keep overlapping. `hash_of(Location,
+  /// std::uint64_t& hash)` recomputes an entry's hash from its record, or
+  /// returns false to leave the entry out (a record a damaged file made
+  /// unreadable). The old table (or both) is retired (retire()).
   template <class HashOf>
-  void grow(HashOf&& hash_of, WalkGate& walks) {
-    IndexTable* old = table_;
-    std::uint64_t groups = old->groups;
-    IndexTable* t = nullptr;
-    if (full_ + 1 > limit_of(old->capacity()) / 2) {
-      try {
-        // Under a limit, twice the size only with room for its spare too
-        // (keep_spare()): else a rebuild of the same size, in the spare.
-        const std::uint64_t twice = IndexTable::bytes_for(groups * 2);
-        if (name_.budget.limit() != 0 && name_.budget.available() / 2 < twice) {
-          throw_limit_reached(name_, 2 * twice, "an index table twice the size and its spare");
-        }
-        t = create(groups * 2);
-      } catch (LimitReached& e) {
-        // Evicting helps a cache when live entries, not tombstones, fill
-        // the table: with fewer, a rebuild of the same capacity does.
-        e.evicting_helps = full_ + 1 > limit_of(old->capacity()) / 4 * 3;
-        if (e.evicting_helps) throw;
-      }
-    }
-    if (t == nullptr) t = create(groups);
-    groups = t->groups;
-    std::uint64_t kept = 0;
-    for (std::uint64_t g = 0; g < old->groups; ++g) {
-      const std::uint64_t w = *old->ctrl_word(g);
-      for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
-        const std::uint64_t slot = g * 8 + ctrl::first(m);
-        const std::uint64_t word = load_relaxed(old->slot_word(slot));  // with its policy bits
-        std::uint64_t h = 0;
-        if (!hash_of(Location::from_slot(word), h)) continue;  // a damaged record: left out
-        place(t, h, word);
-        ++kept;
-      }
-    }
-    full_ = kept;
-    tombstones_ = 0;
-    publish(t);
-    // After the publish: a reader that sees this generation sees the new table.
-    generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-    retire(old, walks);
-    keep_spare();
-  }
+  void grow(HashOf&& hash_of, WalkGate& walks);
+
+  /// Groups of the table a migration drains that one write moves. A
+  /// doubling leaves the new table room for 7/8 of the old capacity in
+  /// inserts (a rebuild of the same size, 7/16 of it), and only inserts
+  /// fill it: with two groups per write the old table is drained before
+  /// the new one could fill.
+  static constexpr std::uint64_t kMoveGroups = 2;
+  /// Tables up to this many groups (448 slots) are rebuilt at once: a
+  /// migration would save no measurable pause.
+  static constexpr std::uint64_t kRebuildGroups = 64;
+
+  /// One step of a migration (under the lock, before the write's lookup):
+  /// moves the entries of the next `max_groups` groups of the drained table
+  /// into the current one (`hash_of` as for grow(); `prefetch(Location)`
+  /// brings a record in ahead of its hash), and ends the migration after
+  /// the last group. A moved entry is stored in the current table before
+  /// its old slot says none (release both): a reader probes the drained
+  /// table first, so one that sees the old slot emptied finds the entry in
+  /// the current table. No generation moves for a step: every record an
+  /// entry led to stays where it was. Moves nothing while a walk is in
+  /// progress (a walk that had passed an entry would meet it again in the
+  /// current table): the handshake with wait_moves() is seq_cst on both
+  /// sides, so either this step sees the walk counted, or the walk waits
+  /// until the step's moves are done and sees all of them.
+  template <class HashOf, class Prefetch>
+  void migrate(HashOf&& hash_of, Prefetch&& prefetch, WalkGate& walks,
+               std::uint64_t max_groups = kMoveGroups) noexcept;
+
+  /// Ends a migration now (recovery and a clean close, with no reader or
+  /// walk of their own in progress): the rest of the drained table moves,
+  /// walks or not.
+  template <class HashOf>
+  void finish_migration(HashOf&& hash_of, WalkGate& walks) noexcept;
+
+  /// The group a migration moves next, of how many (tests, stats).
+  std::uint64_t migration_cursor() const noexcept { return cursor_; }
+  /// Live entries still in the drained table.
+  std::uint64_t old_size() const noexcept { return old_full_; }
+  /// Migrations begun.
+  std::uint64_t migrations() const noexcept { return migrations_; }
 
   /// Under Options::memory_limit_bytes: keeps a range of the current
   /// table's size among the spares, so that the next rebuild of the same
@@ -588,10 +513,21 @@ class Index {
   /// mapping's old word).
   void clear(WalkGate& walks) noexcept {
     IndexTable* old = table_;
+    // A migration's drained table goes as a replaced one: off the readers'
+    // word before the generation moves (a reader that loads the new
+    // generation no longer probes it), retired after.
+    IndexTable* drained = old_;
+    if (drained != nullptr) {
+      old_ = nullptr;
+      old_full_ = 0;
+      cursor_ = 0;
+      old_word_.store(0, std::memory_order_relaxed);
+    }
     if (full_ == 0 && tombstones_ == 0) {
       // Already empty (every location a removal left is none): no table to
       // replace, but a reader's conclusions still go stale.
       invalidate_readers();
+      if (drained != nullptr) retire(drained, walks);
       return;
     }
     IndexTable* fresh = nullptr;
@@ -613,6 +549,7 @@ class Index {
       // As in grow(): a reader that sees this generation sees the new table.
       invalidate_readers();
       retire(old, walks);
+      if (drained != nullptr) retire(drained, walks);
       return;
     }
     // The first move (its fence: a reader that sees any of the stores below
@@ -626,6 +563,7 @@ class Index {
     // that loads it sees every control byte empty); its fence, with the
     // writer's, carries it to readers of anything written over the records.
     invalidate_readers();
+    if (drained != nullptr) retire(drained, walks);
   }
 
   /// Drops the pages of retired tables once no walk can be inside them
@@ -655,6 +593,7 @@ class Index {
   /// holds `full` entries and `tombstones` tombstones: a clean reopen's
   /// table, mapped from its state file. No reader may be inside.
   void adopt(IndexTable* t, std::uint64_t full, std::uint64_t tombstones) noexcept {
+    assert(old_ == nullptr);
     IndexTable::destroy(table_, name_);
     publish(t);
     full_ = full;
@@ -694,10 +633,13 @@ class Index {
     __builtin_prefetch(t->ctrl_word(hash & (t->groups - 1)));
   }
 
-  std::uint64_t size() const noexcept { return full_; }
+  /// Live entries, in both tables of a migration.
+  std::uint64_t size() const noexcept { return full_ + old_full_; }
   std::uint64_t tombstones() const noexcept { return tombstones_; }
   std::uint64_t capacity() const noexcept { return table_->capacity(); }
-  std::uint64_t mapped_bytes() const noexcept { return table_->mapped_bytes; }
+  std::uint64_t mapped_bytes() const noexcept {
+    return table_->mapped_bytes + (old_ != nullptr ? old_->mapped_bytes : 0);
+  }
   /// Address space of replaced tables kept (none of it resident once dropped).
   std::uint64_t retired_bytes() const noexcept {
     return bytes_of(retired_) + bytes_of(spares_) + bytes_of(lost_);
@@ -707,6 +649,57 @@ class Index {
   }
 
  private:
+  std::uint64_t* slot_word_of(std::uint64_t slot) const noexcept {
+    IndexTable* t = (slot & kOldSlot) != 0 ? old_ : table_;
+    return t->slot_word(slot & ~kOldSlot);
+  }
+
+  template <class F>
+  static void for_each_full_in_group(const IndexTable* t, std::uint64_t g, F&& fn) {
+    for (std::uint64_t m = load_relaxed(t->ctrl_word(g)) & ctrl::kHighs; m; m &= m - 1) {
+      fn(g * 8 + ctrl::first(m));
+    }
+  }
+  template <class F>
+  static void for_each_full_of(const IndexTable* t, std::uint64_t flag, F&& fn) {
+    for (std::uint64_t g = 0; g < t->groups; ++g) {
+      for_each_full_in_group(t, g, [&](std::uint64_t slot) {
+        fn(slot | flag, Location::from_slot(load_relaxed(t->slot_word(slot))));
+      });
+    }
+  }
+
+  /// Publishes `t` (empty) as the current table beside the full one, which
+  /// a migration then drains (migrate()). The generation moves after the
+  /// publish: a reader that loaded the single table before can no longer
+  /// conclude a miss there once entries start to move out of it.
+  void begin_migration(IndexTable* t) noexcept;
+
+  /// After the last group moved: the drained table is retired (as a
+  /// replaced one: a reader still inside it may read zeros or, later, a
+  /// reused range) and the generation moves, so that a reader that loaded
+  /// the pair concludes nothing from the old one. The table serial stays:
+  /// the current table is the same, and scan positions in it hold.
+  void end_migration(WalkGate& walks) noexcept;
+
+  /// Moves every entry of group `g` of the drained table `o` into the
+  /// current one: each stored there (release) before its old slot says
+  /// none (release), then the group's control word with those slots
+  /// tombstones (release: a reader that sees one sees the entry in the
+  /// current table). Tombstones, never empty: a probe for an entry of a
+  /// later group that passed through here must go on.
+  template <class HashOf>
+  void move_group(IndexTable* o, std::uint64_t g, HashOf& hash_of) noexcept;
+
+  /// Inserts a moved entry into the current table, which readers see:
+  /// the location word first, then the control byte (release both).
+  void place_live(std::uint64_t hash, std::uint64_t word) noexcept;
+
+  static std::uintptr_t word_of(const IndexTable* t) noexcept {
+    return reinterpret_cast<std::uintptr_t>(t->words()) |
+           static_cast<std::uintptr_t>(std::countr_zero(t->groups));
+  }
+
   static void set_ctrl(IndexTable* t, std::uint64_t slot, std::uint8_t value) noexcept {
     std::uint64_t* w = t->ctrl_word(slot / 8);
     const unsigned shift = 8 * (slot % 8);
@@ -748,9 +741,7 @@ class Index {
     table_ = t;
     // Pairs with acquire_view(): a reader that sees the new table sees it
     // whole. The group count (a power of two) goes in the low bits.
-    word_.store(reinterpret_cast<std::uintptr_t>(t->words()) |
-                    static_cast<std::uintptr_t>(std::countr_zero(t->groups)),
-                std::memory_order_release);
+    word_.store(word_of(t), std::memory_order_release);
     // After the table word: pairs with acquire_serial().
     serial_.store(serial_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
@@ -820,11 +811,20 @@ class Index {
   // What readers load, on a line of its own: the writer's fields below
   // change with every insert and would otherwise evict it from readers.
   alignas(64) std::atomic<std::uint64_t> generation_{1};
-  std::atomic<std::uintptr_t> word_{0};  // the table's lines | log2(groups)
+  std::atomic<std::uintptr_t> word_{0};      // the table's lines | log2(groups)
+  std::atomic<std::uintptr_t> old_word_{0};  // the drained table's, as word_; 0: no migration
   std::atomic<std::uint64_t> serial_{0};
   alignas(64) IndexTable* table_ = nullptr;
-  std::uint64_t full_ = 0;
-  std::uint64_t tombstones_ = 0;
+  std::uint64_t full_ = 0;        // live entries in table_
+  std::uint64_t tombstones_ = 0;  // in table_
+  IndexTable* old_ = nullptr;     // the table a migration drains
+  std::uint64_t old_full_ = 0;    // live entries still in old_
+  std::uint64_t cursor_ = 0;      // old_'s next group to move
+  std::uint64_t migrations_ = 0;  // begun
+  // Walks read these (wait_moves(), moves()), writers write them per step:
+  // on the writers' line, not the readers'.
+  std::atomic<std::uint32_t> moving_{0};
+  std::atomic<std::uint64_t> moves_{0};
   IndexTable* retired_ = nullptr;  // replaced, waiting for walks to end
   IndexTable* spares_ = nullptr;   // dropped, kept for reuse
   IndexTable* lost_ = nullptr;     // kept as they are until the index goes

@@ -38,8 +38,11 @@ class ShardWalk {
   static bool copy_from_frozen(const S& sh, const std::uint64_t* slot, WalkCopy& copy);
   template <class F>
   static void for_each(const S& sh, F& fn, WalkCopy& copy);
+  /// A scan position's flag: a position in the table a migration drains.
+  static constexpr std::uint64_t kDrainedPart = std::uint64_t{1} << 62;
   template <class F>
-  static bool scan(const S& sh, std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& restarts, std::uint64_t& budget, F& fn, WalkCopy& copy);
+  static bool scan(const S& sh, std::uint64_t& pos, std::uint64_t& serial, std::uint64_t& moves,
+                   std::uint32_t& restarts, std::uint64_t& budget, F& fn, WalkCopy& copy);
 };
 
 /// for_each's read of one slot of table `t`: copies the record its key
@@ -62,8 +65,10 @@ bool ShardWalk<S>::copy_record(const S& sh, const TableView& t, const std::uint6
     const std::uint64_t generation = sh.index_.acquire_generation();
     const std::uint64_t serial = sh.index_.acquire_serial();
     // (The walk's table keeps its address while the walk goes on: a
-    // replaced table is neither dropped nor reused during a walk.)
-    if (sh.index_.acquire_view().words != t.words) return copy_from_frozen(sh, slot, copy);
+    // replaced table is neither dropped nor reused during a walk. The table
+    // a migration drains is not frozen: writers still update and remove in
+    // it, though no entry moves out of it during a walk.)
+    if (!sh.index_.live_table(t.words)) return copy_from_frozen(sh, slot, copy);
     // Emptied by clear() (which leaves locations) or by a removal since the
     // walk saw it full: its key is gone.
     if (!Index::slot_full(slot)) return false;
@@ -182,64 +187,98 @@ bool ShardWalk<S>::copy_from_frozen(const S& sh, const std::uint64_t* slot, Walk
   return false;
 }
 
+/// for_each's walk of this shard: during a migration, the table it drains
+/// and then the current one. No entry moves from one to the other while
+/// the walk is in progress (Index::migrate()), so none comes twice; new
+/// keys go to the current table and may come or not.
 template <class S>
 template <class F>
 void ShardWalk<S>::for_each(const S& sh, F& fn, WalkCopy& copy) {
-  const TableView t = sh.index_.acquire_view();
-  for (std::uint64_t g = 0; g <= t.mask; ++g) {
-    const std::uint64_t w = load_acquire(t.ctrl_word(g));
-    for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
-      if (copy_record(sh, t, t.ctrl_word(g) + 1 + ctrl::first(m), copy)) fn(copy);
+  sh.index_.wait_moves();  // inside the WalkGate, before any table is loaded
+  const TableView current = sh.index_.acquire_view();
+  const TableView drained = sh.index_.acquire_old_view();  // after the table word
+  for (const TableView& t : {drained, current}) {
+    if (t.words == nullptr) continue;
+    for (std::uint64_t g = 0; g <= t.mask; ++g) {
+      const std::uint64_t w = load_acquire(t.ctrl_word(g));
+      for (std::uint64_t m = w & ctrl::kHighs; m; m &= m - 1) {
+        if (copy_record(sh, t, t.ctrl_word(g) + 1 + ctrl::first(m), copy)) fn(copy);
+      }
     }
   }
 }
 
 /// scan's walk of this shard: from position `pos` (8 per group: group g's
-/// slot i is 8g + i) of the table whose serial is `serial`, handing fn(copy)
-/// up to `budget` records; fn returns false to stop. A table replaced
-/// since `serial` (growth, a rebuild: keys sit elsewhere in its successor)
-/// is walked again from its start, so that no key left alone is missed.
+/// slot i is 8g + i; with kDrainedPart, of the table a migration drains,
+/// which comes first) of the table whose serial is `serial`, handing
+/// fn(copy) up to `budget` records; fn returns false to stop. A table
+/// replaced since `serial` (growth, a rebuild: keys sit elsewhere in its
+/// successor) is walked again from its start, so that no key left alone is
+/// missed. Between two calls a migration may move entries from the drained
+/// table to the current one (never during a call: the call is a walk): an
+/// entry moved from a part not yet walked is met in the current table, one
+/// moved from a part walked already may be met again there, which
+/// `restarts` counts (`moves`: Index::moves() at the last call). A
+/// migration that ended between two calls leaves every entry in the
+/// current table, whose positions hold: a walk still in the drained part
+/// goes on at the current table's start.
 /// Leaves pos after the last slot it looked at (the record fn stopped at
-/// included) and serial that of the table it walked; counts a walk again
-/// from the start in `restarts`.
+/// included) and serial that of the table it walked.
 /// Returns: true when the table's end was reached; false when the budget
 /// ran out or fn stopped.
 template <class S>
 template <class F>
-bool ShardWalk<S>::scan(const S& sh, std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& restarts,
-                    std::uint64_t& budget, F& fn, WalkCopy& copy) {
+bool ShardWalk<S>::scan(const S& sh, std::uint64_t& pos, std::uint64_t& serial, std::uint64_t& moves,
+                        std::uint32_t& restarts, std::uint64_t& budget, F& fn, WalkCopy& copy) {
+  sh.index_.wait_moves();  // inside the WalkGate, before any table is loaded
   // The serial first: the table loaded after it is its table or a later
   // one (pairs with the release in Index::publish), so a serial that stays
   // across calls means the same table, slot positions unchanged.
   const std::uint64_t now = sh.index_.acquire_serial();
-  const TableView t = sh.index_.acquire_view();
+  const TableView current = sh.index_.acquire_view();
+  const TableView drained = sh.index_.acquire_old_view();  // after the table word
+  const std::uint64_t moved = sh.index_.moves();
   if (now != serial) {
-    if (pos != 0) ++restarts;  // (0: the shard's first call)
-    pos = 0;
+    if (pos != 0 && pos != kDrainedPart) ++restarts;  // (0: the shard's first call)
+    pos = drained.words != nullptr ? kDrainedPart : 0;
     serial = now;
+  } else {
+    if (moved != moves && pos != kDrainedPart) ++restarts;
+    if ((pos & kDrainedPart) != 0 && drained.words == nullptr) pos = 0;  // the migration ended
   }
-  const std::uint64_t end = (t.mask + 1) * 8;
-  while (pos < end) {
-    if (budget == 0) return false;
-    const std::uint64_t g = pos / 8;
-    const unsigned from = static_cast<unsigned>(pos % 8);
-    std::uint64_t m = load_acquire(t.ctrl_word(g)) & ctrl::kHighs;
-    m &= ~std::uint64_t{0} << (8 * from);  // the slots before `from` were walked
-    for (; m; m &= m - 1) {
-      const unsigned i = ctrl::first(m);
-      // pos moves past a slot only once it is done with: an exception from
-      // copy_record (bad_alloc) or fn leaves the cursor at the slot (copy)
-      // or just after it (fn: the record counts as visited), never past
-      // the rest of the group.
-      pos = g * 8 + i;
-      if (!copy_record(sh, t, t.ctrl_word(g) + 1 + i, copy)) continue;
-      --budget;
-      pos = g * 8 + i + 1;
-      if (!fn(copy) || budget == 0) return false;  // the rest of the group in the next call
+  moves = moved;
+  // One table from `pos` (slot positions of `t`, `part` their flag).
+  const auto walk = [&](const TableView& t, std::uint64_t part) {
+    const std::uint64_t end = (t.mask + 1) * 8;
+    std::uint64_t at = pos & ~kDrainedPart;
+    while (at < end) {
+      if (budget == 0) return false;
+      const std::uint64_t g = at / 8;
+      const unsigned from = static_cast<unsigned>(at % 8);
+      std::uint64_t m = load_acquire(t.ctrl_word(g)) & ctrl::kHighs;
+      m &= ~std::uint64_t{0} << (8 * from);  // the slots before `from` were walked
+      for (; m; m &= m - 1) {
+        const unsigned i = ctrl::first(m);
+        // pos moves past a slot only once it is done with: an exception from
+        // copy_record (bad_alloc) or fn leaves the cursor at the slot (copy)
+        // or just after it (fn: the record counts as visited), never past
+        // the rest of the group.
+        pos = part | (g * 8 + i);
+        if (!copy_record(sh, t, t.ctrl_word(g) + 1 + i, copy)) continue;
+        --budget;
+        pos = part | (g * 8 + i + 1);
+        if (!fn(copy) || budget == 0) return false;  // the rest of the group in the next call
+      }
+      at = (g + 1) * 8;
+      pos = part | at;
     }
-    pos = (g + 1) * 8;
+    return true;
+  };
+  if ((pos & kDrainedPart) != 0) {
+    if (!walk(drained, kDrainedPart)) return false;
+    pos = 0;  // then the current table, from its start
   }
-  return true;
+  return walk(current, 0);
 }
 
 }  // namespace offheap::detail

@@ -101,6 +101,8 @@ inline bool ShardProbe<S>::lookup(const S& sh, std::string_view key, std::uint64
     const std::uint64_t generation = sh.index_.acquire_generation();
     const std::uint64_t serial = sh.index_.acquire_serial();  // after the generation
     const TableView t = sh.index_.acquire_view();              // after the serial
+    // Two tables (a migration under way): the whole way, which probes both.
+    if (sh.index_.migrating_now()) [[unlikely]] goto slow;     // after the table word
     const std::uint8_t tag = ctrl::tag_of(h);
     ProbeSeq seq(h, t.mask);
     do {
@@ -199,32 +201,45 @@ typename S::Probe ShardProbe<S>::probe(const S& sh, std::string_view key, std::u
   for (;;) {
     const std::uint64_t generation = sh.index_.acquire_generation();
     const std::uint64_t serial = sh.index_.acquire_serial();  // after the generation
-    const TableView t = sh.index_.acquire_view();              // after the serial
+    const TableView current = sh.index_.acquire_view();        // after the serial
+    // During a migration, the table it drains first, then the current one:
+    // a step stores a moved entry in the current table before it empties
+    // the old slot, so a key moved after this probe passed its old slot is
+    // found in the current table (index.hpp, Index::migrate).
+    const TableView drained = sh.index_.acquire_old_view();    // after the table word
+    const TableView tables[2] = {drained, current};
     bool restart = false;
-    ProbeSeq seq(h, t.mask);
-    do {
-      const std::uint64_t* line = t.ctrl_word(seq.group());
-      // Pairs with the release store in Index::set_ctrl.
-      const std::uint64_t w = load_acquire(line);
-      for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
-        const Examined e = examine(sh, generation, serial, line + 1 + ctrl::first(m), key, h, on_hit,
-                                   backoff, may_starve, locked);
-        if (e == Examined::hit) return Probe::hit;
-        if (e == Examined::starved) return Probe::starved;
-        if (e == Examined::restart) {
-          restart = true;
-          break;
+    for (const TableView& t : tables) {
+      if (t.words == nullptr) continue;
+      bool ended = false;  // an empty slot met: the key is not in this table
+      ProbeSeq seq(h, t.mask);
+      do {
+        const std::uint64_t* line = t.ctrl_word(seq.group());
+        // Pairs with the release store in Index::set_ctrl.
+        const std::uint64_t w = load_acquire(line);
+        for (std::uint64_t m = ctrl::match(w, tag); m; m &= m - 1) {
+          const Examined e = examine(sh, generation, serial, line + 1 + ctrl::first(m), key, h, on_hit,
+                                     backoff, may_starve, locked);
+          if (e == Examined::hit) return Probe::hit;
+          if (e == Examined::starved) return Probe::starved;
+          if (e == Examined::restart) {
+            restart = true;
+            break;
+          }
         }
-      }
-      if (!restart && ctrl::match_empty(w)) {
-        // A miss is a conclusion about this table: it must still be current.
-        // (The acquire loads above come first.)
-        if (sh.index_.unchanged_since(generation)) return Probe::miss;
+        if (!restart && ctrl::match_empty(w)) ended = true;
+        // Every group visited without an empty slot: only in a table being
+        // rebuilt in a reused range, which the generation says is stale.
+      } while (!restart && !ended && seq.next());
+      if (restart) break;
+      if (!ended) {
         restart = true;
+        break;
       }
-      // Every group visited without an empty slot: only in a table being
-      // rebuilt in a reused range, which the generation says is stale.
-    } while (!restart && seq.next());
+    }
+    // A miss is a conclusion about these tables: the generation must not
+    // have moved. (The acquire loads above come first.)
+    if (!restart && sh.index_.unchanged_since(generation)) return Probe::miss;
     if (may_starve && backoff.exhausted()) return Probe::starved;
     backoff.pause();
   }

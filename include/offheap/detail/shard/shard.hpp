@@ -185,10 +185,10 @@ class alignas(64) Shard {
   template <class F>
   void for_each(F& fn, WalkCopy& copy) const { return ShardWalk<Shard>::for_each(*this, fn, copy); }
   template <class F>
-  bool scan(std::uint64_t& pos, std::uint64_t& serial, std::uint32_t& restarts,
+  bool scan(std::uint64_t& pos, std::uint64_t& serial, std::uint64_t& moves, std::uint32_t& restarts,
             std::uint64_t& budget, F& fn, WalkCopy& copy) const {
-              return ShardWalk<Shard>::scan(*this, pos, serial, restarts, budget, fn, copy);
-            }
+    return ShardWalk<Shard>::scan(*this, pos, serial, moves, restarts, budget, fn, copy);
+  }
 
   // ---- writes (take the lock) -------------------------------------------------
 
@@ -320,6 +320,20 @@ class alignas(64) Shard {
   }
 
   std::uint64_t size() const noexcept { return records_.load(std::memory_order_relaxed); }
+
+  /// Whether the index is migrating to a new table (lock-free).
+  bool index_migrating() const noexcept { return index_.migrating_now(); }
+  /// The maintenance's part of an index migration: moves up to `groups`
+  /// groups if no write has moved any since its last call (`always`: in
+  /// any case), so that a migration ends when writes stop before they have
+  /// ended it. Returns whether one is still under way. Takes the lock.
+  bool help_index_migration(std::uint64_t groups, bool always) {
+    const WriteLock guard(*this);
+    if (!index_.migrating()) return false;
+    if (always || index_.migration_cursor() == helped_at_) IndexGrowth<Shard>::migrate_index(*this, groups);
+    helped_at_ = index_.migration_cursor();
+    return index_.migrating();
+  }
 
   // ---- caches (cache/cache_host.hpp says what each does) -----------------------
 
@@ -554,6 +568,7 @@ class alignas(64) Shard {
   void plan_next_round(std::uint64_t now) noexcept {
     const bool busy = expiry_.sweeping() || journal_.tail_high() > journal_.tail_offset() || pages_.wants_round(*this);
     std::uint64_t next = busy ? now : expiry_.next_event();
+    if (index_.migrating()) next = std::min(next, now + 1);  // help_index_migration() in a round
     if (compaction_due()) next = std::min(next, std::max(now, compaction_.retry_ms()));
     next_due_.store(next, std::memory_order_seq_cst);
   }
@@ -583,6 +598,7 @@ class alignas(64) Shard {
 
   // index_growth.hpp
   void grow_index() { return IndexGrowth<Shard>::grow_index(*this); }
+  void finish_index_migration() noexcept { IndexGrowth<Shard>::finish_index_migration(*this); }
 
 
   // cache/cache_host.hpp: eviction (caches; no-ops in a store)
@@ -691,6 +707,7 @@ class alignas(64) Shard {
   friend class ShardExpiry<Shard>;
   ShardExpiry<Shard> expiry_;  // the wheel, its sweeps, expirations (expiry/expiry_shard.hpp)
   std::atomic<std::uint64_t> next_due_{ExpiryWheel::kNever};  // see next_due()
+  std::uint64_t helped_at_ = ~std::uint64_t{0};  // the migration cursor at help_index_migration()
   // Memory back to the OS (compaction/page_release.hpp).
   friend class PageRelease<Shard>;
   PageRelease<Shard> pages_;

@@ -53,6 +53,8 @@ void ShardStats<S>::add_stats(const S& sh, Stats& s) {
   sh.compaction_.add_stats(s);
   s.index_capacity += sh.index_.capacity();
   s.index_tombstones += sh.index_.tombstones();
+  s.index_migrations += sh.index_.migrations();
+  s.index_migrating += sh.index_.old_size();
   s.retired_tables += sh.index_.retired_tables();
   s.retired_bytes += sh.index_.retired_bytes();
   s.mapped_bytes += sh.index_.retired_bytes();

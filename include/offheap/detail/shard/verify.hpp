@@ -144,30 +144,38 @@ std::string ShardVerify<S>::verify(const S& sh) {
 /// key, and they add up to the counters.
 template <class S>
 std::string ShardVerify<S>::verify_index(const S& sh) {
-  const IndexTable* t = sh.index_.table();
   std::uint64_t live = 0, live_bytes = 0;
-  for (std::uint64_t slot = 0; slot < t->groups * 8; ++slot) {
-    if (slot % 8 == 7) continue;  // the control word's eighth byte: no slot
-    if (ctrl::byte_of(*t->ctrl_word(slot / 8), slot % 8) < 0x80) continue;
-    const Location loc = Location::from_slot(load_relaxed(t->slot_word(slot)));
+  std::string fault;
+  // Both tables of a migration (for_each_full).
+  sh.index_.for_each_full([&](std::uint64_t, Location loc) {
+    if (!fault.empty()) return;
     const std::string where = "chunk " + std::to_string(loc.chunk()) + " offset " +
                               std::to_string(loc.offset()) + ": ";
     std::uint64_t avail = 0;
     const std::byte* rec = sh.journal_.resolve(loc, record::kMinRecord, avail);
-    if (rec == nullptr) return where + "indexed location outside the chunks";
+    if (rec == nullptr) {
+      fault = where + "indexed location outside the chunks";
+      return;
+    }
     const record::Meta m = record::read_meta(rec);
     if (m.state() != record::State::live || record::kHeaderBytes + m.capacity() > avail) {
-      return where + "indexed record not live or not whole";
+      fault = where + "indexed record not live or not whole";
+      return;
     }
     if (sh.durable_ && record::checksum_in_place(sh.crc_seed_, rec, loc, load_relaxed(word_at(rec)),
                                               m.encode(), avail) != record::stored_checksum(rec)) {
-      return where + "indexed record fails its checksum";
+      fault = where + "indexed record fails its checksum";
+      return;
     }
     const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
-    if (!finds(sh, key, loc)) return where + "indexed record not found by its key";
+    if (!finds(sh, key, loc)) {
+      fault = where + "indexed record not found by its key";
+      return;
+    }
     ++live;
     live_bytes += record::kHeaderBytes + m.capacity();
-  }
+  });
+  if (!fault.empty()) return fault;
   if (live != sh.size() || live_bytes != sh.live_bytes_) return "indexed records differ from the counters";
   return {};
 }

@@ -107,6 +107,9 @@ template <class P>
 Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_view value,
                                 std::uint8_t type, Mode mode, std::string_view expected,
                                 std::uint64_t deadline, KeySeen& seen, const ValueFill* fill) {
+  // A migration's step first: slot numbers found below stay valid for
+  // the rest of the write (no step or growth comes between).
+  if (index_.migrating()) [[unlikely]] IndexGrowth<Shard>::migrate_index(*this);
   const std::uint64_t need =
       record::payload_for(key.size(), fill != nullptr ? fill->size : value.size(), deadline != 0);
   Index::Found f{};

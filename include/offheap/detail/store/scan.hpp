@@ -220,8 +220,8 @@ std::size_t Walks<P>::walk_steps(Cursor& cursor, std::size_t max_records, bool v
   std::uint64_t budget = max_records;
   const WalkStay stay(e_.walks_);
   while (c.shard_ < e_.shards_.size()) {
-    if (!e_.shards_.begin()[c.shard_].scan(c.position_, c.serial_, c.restarts_, budget, call,
-                                        buffers.copy())) {
+    if (!e_.shards_.begin()[c.shard_].scan(c.position_, c.serial_, c.moves_, c.restarts_, budget,
+                                           call, buffers.copy())) {
       break;
     }
     ++c.shard_;  // this shard walked to its end

@@ -149,6 +149,9 @@ class Upkeep {
   /// About the most journal bytes a maintenance round moves per shard when
   /// it compacts (a chunk is moved whole: one may pass it).
   static constexpr std::uint64_t kCompactSlice = std::uint64_t{64} << 20;
+  /// Index groups a round moves of a migration writes left unfinished (up
+  /// to 448 records read under the shard's lock: some tens of microseconds).
+  static constexpr std::uint64_t kMigrateSlice = 64;
 
  private:
   /// A maintenance step that the memory limit may refuse.
@@ -209,6 +212,14 @@ void Upkeep<P>::start() {
                 limited([&] { return s.report(e_.options_.on_removal, Shard::kReportBatch, e_.id()); });
             backlog = backlog || n == Shard::kReportBatch;
             work = work || n != 0;
+          }
+        }
+        // An index migration that writes left unfinished (they move a few
+        // groups each; this finishes it once they stop).
+        // (Not without a writer lock: the thread would be a second writer.)
+        if constexpr (Shard::kLocks) {
+          for (Shard& s : e_.shards_) {
+            if (s.index_migrating() && s.help_index_migration(kMigrateSlice, false)) work = true;
           }
         }
         // Sparse chunks emptied (compaction.hpp), then freed pages back to
@@ -425,6 +436,10 @@ bool Upkeep<P>::maintain() {
     }
   }
   for (Shard& s : e_.shards_) s.maintain();
+  // An index migration under way ends (the program's call: it may wait).
+  if (!e_.writes_stopped()) {
+    for (Shard& s : e_.shards_) (void)s.help_index_migration(~std::uint64_t{0}, true);
+  }
   if (!e_.options_.background_maintenance && !e_.writes_stopped()) report_all();
   if (!e_.writes_stopped()) {
     for (Shard& s : e_.shards_) s.compact(~std::uint64_t{0}, nullptr, true);

@@ -106,8 +106,9 @@ struct Stats {
   // beside it and every write moves a few of its groups (the maintenance
   // thread the rest, once writes stop), instead of one rebuild that every
   // writer of the shard would wait for.
-  std::uint64_t index_migrations = 0;  ///< begun since the store was opened
-  std::uint64_t index_migrating = 0;   ///< entries still in the tables migrations drain
+  std::uint64_t index_migrations = 0;         ///< begun since the store was opened
+  std::uint64_t index_migrating = 0;          ///< shards whose index is migrating now
+  std::uint64_t index_migrating_entries = 0;  ///< entries still in the tables they drain
 
   // Index tables that growth or clear() replaced: their address ranges stay
   // mapped for readers that may still be inside (their pages go back to the

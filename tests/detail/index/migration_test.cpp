@@ -60,7 +60,7 @@ TEST_CASE("a table past kRebuildGroups grows by migration, a few groups per writ
   const TableView before = x.index.acquire_view();
   for (const auto& [raw, h] : fill_until_migrating(x, rng)) live[raw] = h;
   CHECK(x.index.migrations() == 1);
-  CHECK(x.index.acquire_serial() == serial0 + 1);
+  CHECK(x.index.acquire_serial() == serial0 + 2);
   CHECK_FALSE(x.index.unchanged_since(g0));
   CHECK(x.index.acquire_old_view().words == before.words);
   const TableView during = x.index.acquire_view();
@@ -91,7 +91,7 @@ TEST_CASE("a table past kRebuildGroups grows by migration, a few groups per writ
   // and the drained one retired (its pages read as zeros).
   CHECK(x.index.acquire_view().words == during.words);
   CHECK(x.index.acquire_old_view().words == nullptr);
-  CHECK(x.index.acquire_serial() == serial0 + 1);
+  CHECK(x.index.acquire_serial() == serial0 + 2);
   CHECK(offheap::detail::load_acquire(before.ctrl_word(0)) == 0);
   CHECK(all_found(x, live));
   CHECK(x.index.size() == live.size());
@@ -245,4 +245,45 @@ TEST_CASE("a record a migration cannot rehash is left out", "[index][migration]"
   }, x.walks);
   CHECK(dropped > 0);
   CHECK(x.index.size() == live.size() - dropped);
+}
+
+TEST_CASE("a reader's pair of tables loaded across a publish is refused (the serial's seqlock)",
+          "[index][migration][review]") {
+  // Review of 3b13d40: a reader preempted between its loads of the table
+  // word and the drained table's word could hold a migration's new table
+  // beside no drained one (a rebuild that cleared the second word first),
+  // or the old table twice (a migration's start). Readers now check the
+  // serial around both loads: an odd serial or one that moved refuses the
+  // pair (acquire_pair() loads again; the fast path goes the slow way).
+  Harness x(0);
+  std::mt19937_64 rng(18);
+  std::map<std::uint64_t, std::uint64_t> live;
+  while (x.index.capacity() <= Index::kRebuildGroups * 7) {
+    const std::uint64_t h = rng();
+    live[x.add(h).raw()] = h;
+  }
+  // Across a migration's start.
+  std::uint64_t s = x.index.acquire_serial();
+  CHECK(s % 2 == 0);
+  CHECK(x.index.single_table_since(s));
+  for (const auto& [raw, h] : fill_until_migrating(x, rng)) live[raw] = h;
+  CHECK_FALSE(x.index.single_table_since(s));
+  TableView current{}, drained{};
+  const std::uint64_t during = x.index.acquire_pair(current, drained);
+  CHECK(during == s + 2);
+  CHECK(drained.words != nullptr);
+  CHECK(drained.words != current.words);
+  CHECK_FALSE(x.index.single_table_since(during));  // two tables: not the fast path's case
+  // Across the rebuild of both tables (a walk held the migration back).
+  const unsigned ticket = x.walks.enter();
+  while (x.index.acquire_serial() == during) {
+    const std::uint64_t h = rng();
+    live[x.add(h).raw()] = h;
+  }
+  x.walks.leave(ticket);
+  const std::uint64_t after = x.index.acquire_pair(current, drained);
+  CHECK(after == during + 2);
+  CHECK(drained.words == nullptr);
+  CHECK(x.index.single_table_since(after));
+  CHECK(all_found(x, live));
 }

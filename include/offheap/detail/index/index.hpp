@@ -168,28 +168,45 @@ class Index {
   /// later one.
   std::uint64_t acquire_serial() const noexcept { return serial_.load(std::memory_order_acquire); }
   /// The current table. Pairs with the release store in publish().
-  TableView acquire_view() const noexcept {
-    const std::uintptr_t w = word_.load(std::memory_order_acquire);
-    return TableView{reinterpret_cast<const std::uint64_t*>(w & ~std::uintptr_t{63}),
-                     (std::uint64_t{1} << (w & 63)) - 1};
+  TableView acquire_view() const noexcept { return view_of(word_.load(std::memory_order_acquire)); }
+  /// The table a migration drains (words null when none). Alone, for
+  /// live_table(); readers take it with the current one (acquire_pair()).
+  /// Acquire: pairs with the release stores of old_word_.
+  TableView acquire_old_view() const noexcept { return view_of(old_word_.load(std::memory_order_acquire)); }
+
+  /// The current table and the one a migration drains (words null when
+  /// none), published together (publish()'s seqlock on the serial), and
+  /// the serial they were published under (as acquire_serial()). Load the
+  /// generation first. Waits out a publish in progress (a few stores).
+  std::uint64_t acquire_pair(TableView& current, TableView& drained) const noexcept {
+    for (;;) {
+      const std::uint64_t s = serial_.load(std::memory_order_acquire);
+      const std::uintptr_t w = word_.load(std::memory_order_acquire);
+      const std::uintptr_t o = old_word_.load(std::memory_order_acquire);
+      // The words' loads before the second load of the serial (pairs with
+      // publish()'s release fence).
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if ((s & 1) == 0 && serial_.load(std::memory_order_relaxed) == s) {
+        current = view_of(w);
+        drained = view_of(o);
+        return s;
+      }
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
   }
-  /// The table a migration is draining (words null when none). Load it
-  /// after acquire_view(): publish() stores it before the table word, so a
-  /// reader that sees a migration's new table sees its old one too. (One
-  /// that sees an older table word and the newer old word probes a table
-  /// twice: the generation it loaded first has moved by then.) Acquire:
-  /// pairs with the release stores of old_word_.
-  TableView acquire_old_view() const noexcept {
-    const std::uintptr_t w = old_word_.load(std::memory_order_acquire);
-    if (w == 0) return TableView{nullptr, 0};
-    return TableView{reinterpret_cast<const std::uint64_t*>(w & ~std::uintptr_t{63}),
-                     (std::uint64_t{1} << (w & 63)) - 1};
+  /// The fast path's pair check: true when the serial `s` loaded before
+  /// the table word is even and still the serial after it and after the
+  /// drained table's word, which was 0 (one table: the fast path's case).
+  bool single_table_since(std::uint64_t s) const noexcept {
+    if (old_word_.load(std::memory_order_acquire) != 0) return false;
+    std::atomic_thread_fence(std::memory_order_acquire);  // as in acquire_pair()
+    return (s & 1) == 0 && serial_.load(std::memory_order_relaxed) == s;
   }
-  /// Whether a migration is under way: one load, on the line the reader
-  /// loads anyway (the fast path leaves the two-table case to the slow
-  /// one, which loads acquire_old_view()). Acquire: a reader that sees the
-  /// end of a migration (0) sees every entry it moved (pairs with
-  /// end_migration()'s release store).
+  /// Whether a migration is under way (lock-free; for the maintenance
+  /// thread and stats). Acquire: a reader that sees the end of a migration
+  /// (0) sees every entry it moved (pairs with end_migration()'s release).
   bool migrating_now() const noexcept { return old_word_.load(std::memory_order_acquire) != 0; }
   /// Whether `words` is a table writers still change: the current one or
   /// the one a migration drains (else a replaced, frozen one).
@@ -521,11 +538,17 @@ class Index {
       old_ = nullptr;
       old_full_ = 0;
       cursor_ = 0;
-      old_word_.store(0, std::memory_order_relaxed);
     }
+    // With no fresh table below, the drained one leaves the pair alone (the
+    // current table is then emptied in place; the serial stays): a reader
+    // that loaded it concludes nothing, the generation moves after this.
+    const auto drop_drained_word = [&] {
+      if (drained != nullptr) old_word_.store(0, std::memory_order_release);
+    };
     if (full_ == 0 && tombstones_ == 0) {
       // Already empty (every location a removal left is none): no table to
       // replace, but a reader's conclusions still go stale.
+      drop_drained_word();
       invalidate_readers();
       if (drained != nullptr) retire(drained, walks);
       return;
@@ -554,6 +577,7 @@ class Index {
     }
     // The first move (its fence: a reader that sees any of the stores below
     // sees the new generation).
+    drop_drained_word();
     invalidate_readers();
 #if defined(OFFHEAP_TESTING_READ_HOOK)
     if (testing_clear_after_bump != nullptr) testing_clear_after_bump();
@@ -695,6 +719,11 @@ class Index {
   /// the location word first, then the control byte (release both).
   void place_live(std::uint64_t hash, std::uint64_t word) noexcept;
 
+  static TableView view_of(std::uintptr_t w) noexcept {
+    if (w == 0) return TableView{nullptr, 0};
+    return TableView{reinterpret_cast<const std::uint64_t*>(w & ~std::uintptr_t{63}),
+                     (std::uint64_t{1} << (w & 63)) - 1};
+  }
   static std::uintptr_t word_of(const IndexTable* t) noexcept {
     return reinterpret_cast<std::uintptr_t>(t->words()) |
            static_cast<std::uintptr_t>(std::countr_zero(t->groups));
@@ -737,13 +766,26 @@ class Index {
     return IndexTable::create(groups, name_);
   }
 
-  void publish(IndexTable* t) noexcept {
+  /// Publishes `t` as the current table and `drained` (0, or a table's
+  /// word_of()) as the table a migration drains: a pair readers load as one
+  /// (acquire_pair()), under the serial as a seqlock. The serial goes odd,
+  /// the words change, the serial goes even: a reader that loaded an even
+  /// serial, both words, and the same serial again holds a pair that was
+  /// published together (never a new table beside no drained one while its
+  /// entries are still in the drained one, nor one table twice).
+  void publish(IndexTable* t, std::uintptr_t drained = 0) noexcept {
     table_ = t;
-    // Pairs with acquire_view(): a reader that sees the new table sees it
-    // whole. The group count (a power of two) goes in the low bits.
+    const std::uint64_t s = serial_.load(std::memory_order_relaxed);
+    serial_.store(s + 1, std::memory_order_relaxed);
+    // Orders the odd serial before the words (pairs with the reader's
+    // acquire fence before its second load of the serial).
+    std::atomic_thread_fence(std::memory_order_release);
+    // Release: a reader that sees the new table sees it whole (and the
+    // drained one). The group count (a power of two) goes in the low bits.
+    old_word_.store(drained, std::memory_order_release);
     word_.store(word_of(t), std::memory_order_release);
-    // After the table word: pairs with acquire_serial().
-    serial_.store(serial_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    // After the words: pairs with acquire_serial() / acquire_pair().
+    serial_.store(s + 2, std::memory_order_release);
   }
 
   /// Takes a replaced table (after the new one was published and the

@@ -52,6 +52,7 @@ bool IndexGrowth<S>::rehash(S& sh, Location loc, std::uint64_t& h) noexcept {
     assert(sh.durable_);
     sh.corrupt_.fetch_add(1, std::memory_order_relaxed);
     sh.records_.store(sh.records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    if (sh.durable_) sh.journal_.set_records_hint(sh.size());  // (as ShardIntegrity::drop_damaged)
     return false;
   }
   h = sh.hash_(std::string_view(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len));

@@ -37,6 +37,10 @@ void Index::grow(HashOf&& hash_of, WalkGate& walks) {
   if (t == nullptr) t = create(groups);
   if (old_ == nullptr && cur->groups > kRebuildGroups) {
     begin_migration(t);
+    // Under a limit, the new size's spare now (as after a rebuild): a
+    // rebuild of both tables, should walks hold the migration back until the
+    // new one fills, then maps nothing.
+    keep_spare();
     return;
   }
   // At once: every entry of the drained table (if any) and the current one.
@@ -58,8 +62,7 @@ void Index::grow(HashOf&& hash_of, WalkGate& walks) {
   old_ = nullptr;
   old_full_ = 0;
   cursor_ = 0;
-  old_word_.store(0, std::memory_order_relaxed);  // before publish()'s release
-  publish(t);
+  publish(t, 0);  // the pair at once (its seqlock): no reader holds one table without the other
   // After the publish: a reader that sees this generation sees the new table.
   generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   if (drained != nullptr) retire(drained, walks);
@@ -76,7 +79,7 @@ void Index::migrate(HashOf&& hash_of, Prefetch&& prefetch, WalkGate& walks, std:
     return;
   }
   IndexTable* o = old_;
-  const std::uint64_t end = std::min(o->groups, cursor_ + max_groups);
+  const std::uint64_t end = o->groups - cursor_ <= max_groups ? o->groups : cursor_ + max_groups;
   for (std::uint64_t g = cursor_; g < end; ++g) {
     for_each_full_in_group(o, g, [&](std::uint64_t slot) {
       prefetch(Location::from_slot(load_relaxed(o->slot_word(slot))));
@@ -109,9 +112,7 @@ inline void Index::begin_migration(IndexTable* t) noexcept {
   full_ = 0;
   tombstones_ = 0;
   cursor_ = 0;
-  // Before publish()'s release store of the table word (acquire_old_view()).
-  old_word_.store(word_of(o), std::memory_order_relaxed);
-  publish(t);
+  publish(t, word_of(o));  // the pair at once (its seqlock)
   generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 

@@ -40,6 +40,9 @@ class ShardWalk {
   static void for_each(const S& sh, F& fn, WalkCopy& copy);
   /// A scan position's flag: a position in the table a migration drains.
   static constexpr std::uint64_t kDrainedPart = std::uint64_t{1} << 62;
+  /// Position 0 of the current table after the drained one was walked
+  /// (keys were handed out: a restart from here counts).
+  static constexpr std::uint64_t kDrainedDone = std::uint64_t{1} << 61;
   template <class F>
   static bool scan(const S& sh, std::uint64_t& pos, std::uint64_t& serial, std::uint64_t& moves,
                    std::uint32_t& restarts, std::uint64_t& budget, F& fn, WalkCopy& copy);
@@ -195,8 +198,8 @@ template <class S>
 template <class F>
 void ShardWalk<S>::for_each(const S& sh, F& fn, WalkCopy& copy) {
   sh.index_.wait_moves();  // inside the WalkGate, before any table is loaded
-  const TableView current = sh.index_.acquire_view();
-  const TableView drained = sh.index_.acquire_old_view();  // after the table word
+  TableView current{}, drained{};
+  (void)sh.index_.acquire_pair(current, drained);  // published together
   for (const TableView& t : {drained, current}) {
     if (t.words == nullptr) continue;
     for (std::uint64_t g = 0; g <= t.mask; ++g) {
@@ -231,26 +234,26 @@ template <class F>
 bool ShardWalk<S>::scan(const S& sh, std::uint64_t& pos, std::uint64_t& serial, std::uint64_t& moves,
                         std::uint32_t& restarts, std::uint64_t& budget, F& fn, WalkCopy& copy) {
   sh.index_.wait_moves();  // inside the WalkGate, before any table is loaded
-  // The serial first: the table loaded after it is its table or a later
-  // one (pairs with the release in Index::publish), so a serial that stays
-  // across calls means the same table, slot positions unchanged.
-  const std::uint64_t now = sh.index_.acquire_serial();
-  const TableView current = sh.index_.acquire_view();
-  const TableView drained = sh.index_.acquire_old_view();  // after the table word
+  // The tables with the serial they were published under (Index::publish's
+  // seqlock): a serial that stays across calls means the same current
+  // table, slot positions unchanged.
+  TableView current{}, drained{};
+  const std::uint64_t now = sh.index_.acquire_pair(current, drained);  // published together
   const std::uint64_t moved = sh.index_.moves();
   if (now != serial) {
-    if (pos != 0 && pos != kDrainedPart) ++restarts;  // (0: the shard's first call)
+    if (pos != 0 && pos != kDrainedPart) ++restarts;  // (0: the shard's first call; kDrainedPart: nothing walked)
     pos = drained.words != nullptr ? kDrainedPart : 0;
     serial = now;
   } else {
     if (moved != moves && pos != kDrainedPart) ++restarts;
-    if ((pos & kDrainedPart) != 0 && drained.words == nullptr) pos = 0;  // the migration ended
+    // The migration ended: the rest is in the current table, from its start.
+    if ((pos & kDrainedPart) != 0 && drained.words == nullptr) pos = pos == kDrainedPart ? 0 : kDrainedDone;
   }
   moves = moved;
   // One table from `pos` (slot positions of `t`, `part` their flag).
   const auto walk = [&](const TableView& t, std::uint64_t part) {
     const std::uint64_t end = (t.mask + 1) * 8;
-    std::uint64_t at = pos & ~kDrainedPart;
+    std::uint64_t at = pos & ~(kDrainedPart | kDrainedDone);
     while (at < end) {
       if (budget == 0) return false;
       const std::uint64_t g = at / 8;
@@ -276,7 +279,7 @@ bool ShardWalk<S>::scan(const S& sh, std::uint64_t& pos, std::uint64_t& serial, 
   };
   if ((pos & kDrainedPart) != 0) {
     if (!walk(drained, kDrainedPart)) return false;
-    pos = 0;  // then the current table, from its start
+    pos = kDrainedDone;  // then the current table, from its start
   }
   return walk(current, 0);
 }

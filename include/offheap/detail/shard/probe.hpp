@@ -101,8 +101,10 @@ inline bool ShardProbe<S>::lookup(const S& sh, std::string_view key, std::uint64
     const std::uint64_t generation = sh.index_.acquire_generation();
     const std::uint64_t serial = sh.index_.acquire_serial();  // after the generation
     const TableView t = sh.index_.acquire_view();              // after the serial
-    // Two tables (a migration under way): the whole way, which probes both.
-    if (sh.index_.migrating_now()) [[unlikely]] goto slow;     // after the table word
+    // One table, published under that serial (Index::publish's seqlock);
+    // else (a migration under way, a publish in progress) the whole way,
+    // which probes both tables of a pair.
+    if (!sh.index_.single_table_since(serial)) [[unlikely]] goto slow;
     const std::uint8_t tag = ctrl::tag_of(h);
     ProbeSeq seq(h, t.mask);
     do {
@@ -200,13 +202,13 @@ typename S::Probe ShardProbe<S>::probe(const S& sh, std::string_view key, std::u
   const std::uint8_t tag = ctrl::tag_of(h);
   for (;;) {
     const std::uint64_t generation = sh.index_.acquire_generation();
-    const std::uint64_t serial = sh.index_.acquire_serial();  // after the generation
-    const TableView current = sh.index_.acquire_view();        // after the serial
     // During a migration, the table it drains first, then the current one:
     // a step stores a moved entry in the current table before it empties
     // the old slot, so a key moved after this probe passed its old slot is
-    // found in the current table (index.hpp, Index::migrate).
-    const TableView drained = sh.index_.acquire_old_view();    // after the table word
+    // found in the current table (index.hpp, Index::migrate). The two as
+    // published together (Index::publish's seqlock), after the generation.
+    TableView current{}, drained{};
+    const std::uint64_t serial = sh.index_.acquire_pair(current, drained);
     const TableView tables[2] = {drained, current};
     bool restart = false;
     for (const TableView& t : tables) {

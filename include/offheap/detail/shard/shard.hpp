@@ -321,18 +321,24 @@ class alignas(64) Shard {
 
   std::uint64_t size() const noexcept { return records_.load(std::memory_order_relaxed); }
 
+  /// Ends an index migration under way at once (a clean close, recovery:
+  /// no writer or walk of the caller's meanwhile).
+  void finish_index_migration() noexcept { IndexGrowth<Shard>::finish_index_migration(*this); }
   /// Whether the index is migrating to a new table (lock-free).
   bool index_migrating() const noexcept { return index_.migrating_now(); }
   /// The maintenance's part of an index migration: moves up to `groups`
   /// groups if no write has moved any since its last call (`always`: in
   /// any case), so that a migration ends when writes stop before they have
-  /// ended it. Returns whether one is still under way. Takes the lock.
+  /// ended it. Returns whether it moved any. Takes the lock, unless a walk
+  /// holds the moves back (nothing to do then).
   bool help_index_migration(std::uint64_t groups, bool always) {
+    if (walks_.active()) return false;
     const WriteLock guard(*this);
     if (!index_.migrating()) return false;
-    if (always || index_.migration_cursor() == helped_at_) IndexGrowth<Shard>::migrate_index(*this, groups);
+    const std::uint64_t before = index_.migration_cursor();
+    if (always || before == helped_at_) IndexGrowth<Shard>::migrate_index(*this, groups);
     helped_at_ = index_.migration_cursor();
-    return index_.migrating();
+    return !index_.migrating() || index_.migration_cursor() != before;
   }
 
   // ---- caches (cache/cache_host.hpp says what each does) -----------------------
@@ -598,7 +604,6 @@ class alignas(64) Shard {
 
   // index_growth.hpp
   void grow_index() { return IndexGrowth<Shard>::grow_index(*this); }
-  void finish_index_migration() noexcept { IndexGrowth<Shard>::finish_index_migration(*this); }
 
 
   // cache/cache_host.hpp: eviction (caches; no-ops in a store)

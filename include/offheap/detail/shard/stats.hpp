@@ -54,7 +54,8 @@ void ShardStats<S>::add_stats(const S& sh, Stats& s) {
   s.index_capacity += sh.index_.capacity();
   s.index_tombstones += sh.index_.tombstones();
   s.index_migrations += sh.index_.migrations();
-  s.index_migrating += sh.index_.old_size();
+  s.index_migrating += sh.index_.migrating() ? 1 : 0;
+  s.index_migrating_entries += sh.index_.old_size();
   s.retired_tables += sh.index_.retired_tables();
   s.retired_bytes += sh.index_.retired_bytes();
   s.mapped_bytes += sh.index_.retired_bytes();

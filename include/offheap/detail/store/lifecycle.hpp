@@ -164,6 +164,10 @@ void Lifecycle<P>::close() {
     throw Error(Errc::io_error, e_.name() + ": not closed cleanly: an earlier sync failed (" +
                                     errno_text(err) + ")");
   }
+  // An index migration under way ends first: its moves read every record
+  // left in the drained table, and one that meets damage counts it before
+  // the check below (the state file then holds one table, as always).
+  for (Shard& s : e_.shards_) (void)s.help_index_migration(~std::uint64_t{0}, true);
   // Three passes: the first writes the records and frees the old records
   // of updates (periodic), the second writes those frees and frees the
   // removals' dead markers, the third writes those.

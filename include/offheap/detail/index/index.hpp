@@ -815,8 +815,9 @@ class Index {
     // fresh anonymous mapping goes over it instead. Either can fail (locked
     // pages, no memory for a mapping): the range is then kept as it is,
     // resident, never reused, and unmapped with the index.
-    const bool zeroed = t->from_file == 0 ? discard_pages(t, bytes) || zero_pages(t, bytes)
-                                          : zero_pages(t, bytes);
+    const bool huge = name_.huge_pages;
+    const bool zeroed = t->from_file == 0 ? discard_pages(t, bytes) || zero_pages(t, bytes, huge)
+                                          : zero_pages(t, bytes, huge);
     if (!zeroed) {
       t->next_retired = lost_;
       lost_ = t;

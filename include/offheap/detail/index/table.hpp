@@ -66,7 +66,7 @@ struct IndexTable {
     IndexTable* t = spare;
     if (t == nullptr) {
       try {
-        t = reinterpret_cast<IndexTable*>(map_anonymous(bytes, name, "an index table"));
+        t = reinterpret_cast<IndexTable*>(map_anonymous(bytes, name, "an index table", true));
       } catch (LimitReached& e) {
         e.evicting_helps = false;  // an eviction leaves a tombstone: the table is as full
         throw;

@@ -768,7 +768,7 @@ class Journal {
       blocks_[c / kBlockEntries].store(b, std::memory_order_release);
       mapped_bytes_ += kBlockBytes;
     }
-    std::byte* base = files() ? create_chunk_file(size) : map_anonymous(size, name_, "a journal chunk");
+    std::byte* base = files() ? create_chunk_file(size) : map_anonymous(size, name_, "a journal chunk", true);
     publish_chunk(base, size, name_);
     return c;
   }

@@ -80,7 +80,8 @@ class MemoryBudget {
 /// The store's name (for error messages) and its memory budget, one object
 /// per store that outlives every component holding a reference to it.
 struct StoreName {
-  StoreName(const std::string& n, std::uint64_t limit) noexcept : name(n), budget(limit) {}
+  StoreName(const std::string& n, std::uint64_t limit, bool huge = false) noexcept
+      : name(n), budget(limit), huge_pages(huge) {}
   StoreName(const StoreName&) = delete;
   StoreName& operator=(const StoreName&) = delete;
   operator const std::string&() const noexcept { return name; }
@@ -90,6 +91,7 @@ struct StoreName {
 
   const std::string& name;  // Options::name, which outlives the store's parts
   MemoryBudget budget;
+  bool huge_pages = false;  // Options::huge_pages: journal chunks and index tables ask for THP
 };
 
 /// A mapping the memory limit refused. `evicting_helps`: for room that a

@@ -67,7 +67,7 @@ inline std::string errno_text(int err) {
 /// would pass Options::memory_limit_bytes. Throws Error(out_of_space) when
 /// the kernel refuses; the message names the store and `what` (built only
 /// then: mapping allocates nothing).
-inline std::byte* map_anonymous(std::uint64_t bytes, const StoreName& store, const char* what) {
+inline std::byte* map_anonymous(std::uint64_t bytes, const StoreName& store, const char* what, bool huge = false) {
   if (!store.budget.take(bytes)) throw_limit_reached(store, bytes, what);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -78,9 +78,11 @@ inline std::byte* map_anonymous(std::uint64_t bytes, const StoreName& store, con
                                         what + " failed: " + errno_text(err));
   }
 #if defined(MADV_HUGEPAGE)
-  // Large mappings are read at random: transparent huge pages cut the TLB
-  // misses (where THP is set to "madvise"; a hint, ignored elsewhere).
-  if (bytes >= (std::uint64_t{4} << 20)) ::madvise(p, bytes, MADV_HUGEPAGE);
+  // Options::huge_pages, for the large mappings read at random (`huge`:
+  // journal chunks, index tables): transparent huge pages cut the TLB
+  // misses (where THP is set to "madvise"; a hint, ignored elsewhere), and
+  // a first touch may compact memory for a 2 MiB page (milliseconds).
+  if (huge && store.huge_pages && bytes >= (std::uint64_t{4} << 20)) ::madvise(p, bytes, MADV_HUGEPAGE);
 #endif
   return static_cast<std::byte*>(p);
 }
@@ -161,12 +163,15 @@ inline bool discard_pages(void* p, std::uint64_t bytes) noexcept {
 /// thread reading the range meanwhile sees the old bytes or zeros, never an
 /// unmapped page. The old pages go back to the OS. Returns false if the
 /// kernel refused (the range is then as it was).
-inline bool zero_pages(void* p, std::uint64_t bytes) noexcept {
+/// `huge`: ask for transparent huge pages, as map_anonymous() does.
+inline bool zero_pages(void* p, std::uint64_t bytes, bool huge = false) noexcept {
   void* q = ::mmap(p, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   if (q == MAP_FAILED) return false;
 #if defined(MADV_HUGEPAGE)
-  if (bytes >= (std::uint64_t{4} << 20)) ::madvise(p, bytes, MADV_HUGEPAGE);
+  if (huge && bytes >= (std::uint64_t{4} << 20)) ::madvise(p, bytes, MADV_HUGEPAGE);
+#else
+  (void)huge;
 #endif
   return true;
 }

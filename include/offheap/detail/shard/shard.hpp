@@ -333,11 +333,15 @@ class alignas(64) Shard {
   /// holds the moves back (nothing to do then).
   bool help_index_migration(std::uint64_t groups, bool always) {
     if (walks_.active()) return false;
+    // Writes moved groups since the last call: theirs to go on with (the
+    // lock is not taken from them).
+    const std::uint64_t moves = index_.moves();
+    if (!always && helped_moves_.exchange(moves, std::memory_order_relaxed) != moves) return false;
     const WriteLock guard(*this);
     if (!index_.migrating()) return false;
     const std::uint64_t before = index_.migration_cursor();
-    if (always || before == helped_at_) IndexGrowth<Shard>::migrate_index(*this, groups);
-    helped_at_ = index_.migration_cursor();
+    IndexGrowth<Shard>::migrate_index(*this, groups);
+    helped_moves_.store(index_.moves(), std::memory_order_relaxed);
     return !index_.migrating() || index_.migration_cursor() != before;
   }
 
@@ -574,7 +578,9 @@ class alignas(64) Shard {
   void plan_next_round(std::uint64_t now) noexcept {
     const bool busy = expiry_.sweeping() || journal_.tail_high() > journal_.tail_offset() || pages_.wants_round(*this);
     std::uint64_t next = busy ? now : expiry_.next_event();
-    if (index_.migrating()) next = std::min(next, now + 1);  // help_index_migration() in a round
+    // help_index_migration() in a round: every 16 ms while a migration is
+    // under way (writes drive it; the round only finishes one they left).
+    if (index_.migrating()) next = std::min(next, now + 16);
     if (compaction_due()) next = std::min(next, std::max(now, compaction_.retry_ms()));
     next_due_.store(next, std::memory_order_seq_cst);
   }
@@ -712,7 +718,7 @@ class alignas(64) Shard {
   friend class ShardExpiry<Shard>;
   ShardExpiry<Shard> expiry_;  // the wheel, its sweeps, expirations (expiry/expiry_shard.hpp)
   std::atomic<std::uint64_t> next_due_{ExpiryWheel::kNever};  // see next_due()
-  std::uint64_t helped_at_ = ~std::uint64_t{0};  // the migration cursor at help_index_migration()
+  std::atomic<std::uint64_t> helped_moves_{~std::uint64_t{0}};  // Index::moves() at help_index_migration()
   // Memory back to the OS (compaction/page_release.hpp).
   friend class PageRelease<Shard>;
   PageRelease<Shard> pages_;

@@ -74,7 +74,7 @@ class StoreEngine {
   /// Throws: as OffHeapStore's constructor.
   explicit StoreEngine(Options options)
       : options_(checked_options<Shard::kEvicts, Shard::kLocks>(std::move(options))),
-        store_name_(options_.name, options_.memory_limit_bytes),
+        store_name_(options_.name, options_.memory_limit_bytes, options_.huge_pages),
         files_(open_files(options_)),
         hash_(options_.hash_seed ? *options_.hash_seed : random_u64()),
         counters_(store_name_),

@@ -714,6 +714,10 @@ class Index {
   /// later group that passed through here must go on.
   template <class HashOf>
   void move_group(IndexTable* o, std::uint64_t g, HashOf& hash_of) noexcept;
+  /// Moves the drained table's groups from the cursor to `end` and counts
+  /// the step (moves()); the caller holds moving_.
+  template <class HashOf>
+  void move_groups(std::uint64_t end, HashOf& hash_of) noexcept;
 
   /// Inserts a moved entry into the current table, which readers see:
   /// the location word first, then the control byte (release both).

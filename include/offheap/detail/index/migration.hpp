@@ -85,21 +85,23 @@ void Index::migrate(HashOf&& hash_of, Prefetch&& prefetch, WalkGate& walks, std:
       prefetch(Location::from_slot(load_relaxed(o->slot_word(slot))));
     });
   }
-  for (std::uint64_t g = cursor_; g < end; ++g) move_group(o, g, hash_of);
-  cursor_ = end;
-  moves_.store(moves_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  move_groups(end, hash_of);
   moving_.store(0);
   if (cursor_ == o->groups) end_migration(walks);
 }
 
 template <class HashOf>
+void Index::move_groups(std::uint64_t end, HashOf& hash_of) noexcept {
+  for (std::uint64_t g = cursor_; g < end; ++g) move_group(old_, g, hash_of);
+  cursor_ = end;
+  moves_.store(moves_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+template <class HashOf>
 void Index::finish_migration(HashOf&& hash_of, WalkGate& walks) noexcept {
   if (old_ == nullptr) return;
-  IndexTable* o = old_;
   moving_.store(1);
-  for (std::uint64_t g = cursor_; g < o->groups; ++g) move_group(o, g, hash_of);
-  cursor_ = o->groups;
-  moves_.store(moves_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  move_groups(old_->groups, hash_of);
   moving_.store(0);
   end_migration(walks);
 }

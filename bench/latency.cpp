@@ -299,25 +299,6 @@ offheap::Options cache_options() {
   return o;
 }
 
-/// The peers CMake did not find.
-std::string missing_peers() {
-  std::string m;
-  const auto add = [&m](const char* what) { m += (m.empty() ? "" : ", ") + std::string(what); };
-#if !defined(OFFHEAP_BENCH_HAVE_ABSL)
-  add("absl::flat_hash_map (libabsl-dev)");
-#endif
-#if !defined(OFFHEAP_BENCH_HAVE_BOOST)
-  add("boost::unordered_flat_map (libboost1.81-dev)");
-#endif
-#if !defined(OFFHEAP_BENCH_HAVE_CUCKOO)
-  add("libcuckoo (libcuckoo-dev)");
-#endif
-#if !defined(OFFHEAP_BENCH_HAVE_TBB)
-  add("tbb::concurrent_hash_map (libtbb-dev)");
-#endif
-  (void)add;
-  return m;
-}
 
 // ---- timed runs ------------------------------------------------------------------
 
@@ -996,7 +977,7 @@ void print_platform(int argc, char** argv) {
               g.steady ? "steady" : "", g.growth ? (g.steady ? ",growth" : "growth") : "",
               g.cache ? (g.steady || g.growth ? ",cache" : "cache") : "", g.growth_n, g.growth_big, g.seconds,
               g.cache_bytes, g.subjects.empty() ? kAllSubjects : list_of(g.subjects).c_str());
-  const std::string missing = missing_peers();
+  const std::string missing = missing_map_peers();
   if (!missing.empty()) std::printf("  Not built with (CMake did not find them): %s\n", missing.c_str());
   std::printf("\nSubjects (each peer as offheap_bench runs it):\n");
   for_each_kind([]<class K>() {

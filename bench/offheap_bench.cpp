@@ -168,20 +168,8 @@ std::vector<Column> columns() {
 
 /// The peers CMake did not find, for the platform lines.
 std::string missing_peers() {
-  std::string m;
-  const auto add = [&m](const char* what) { m += m.empty() ? what : std::string(", ") + what; };
-#if !defined(OFFHEAP_BENCH_HAVE_ABSL)
-  add("absl::flat_hash_map (libabsl-dev)");
-#endif
-#if !defined(OFFHEAP_BENCH_HAVE_BOOST)
-  add("boost::unordered_flat_map (libboost1.81-dev)");
-#endif
-#if !defined(OFFHEAP_BENCH_HAVE_CUCKOO)
-  add("libcuckoo (libcuckoo-dev)");
-#endif
-#if !defined(OFFHEAP_BENCH_HAVE_TBB)
-  add("tbb::concurrent_hash_map (libtbb-dev)");
-#endif
+  std::string m = missing_map_peers();
+  const auto add = [&m](const char* what) { note_missing(m, what); };
 #if !defined(OFFHEAP_BENCH_HAVE_LMDB)
   add("LMDB (liblmdb-dev)");
 #endif

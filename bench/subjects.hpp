@@ -182,4 +182,26 @@ class BoostSubject {
 };
 #endif
 
+/// Adds `what` to a comma-separated list of the peers CMake did not find.
+inline void note_missing(std::string& list, const char* what) {
+  list += list.empty() ? what : std::string(", ") + what;
+}
+/// The in-memory peers (maps) CMake did not find, each with its package.
+inline std::string missing_map_peers() {
+  std::string m;
+#if !defined(OFFHEAP_BENCH_HAVE_ABSL)
+  note_missing(m, "absl::flat_hash_map (libabsl-dev)");
+#endif
+#if !defined(OFFHEAP_BENCH_HAVE_BOOST)
+  note_missing(m, "boost::unordered_flat_map (libboost1.81-dev)");
+#endif
+#if !defined(OFFHEAP_BENCH_HAVE_CUCKOO)
+  note_missing(m, "libcuckoo (libcuckoo-dev)");
+#endif
+#if !defined(OFFHEAP_BENCH_HAVE_TBB)
+  note_missing(m, "tbb::concurrent_hash_map (libtbb-dev)");
+#endif
+  return m;
+}
+
 }  // namespace offheap_bench

@@ -67,6 +67,7 @@
 #include "concurrent_peers.hpp"
 #include "latency_recorder.hpp"
 #include "platform.hpp"
+#include "scratch_dir.hpp"
 #include "subjects.hpp"
 #include "tsc.hpp"
 #include "w1.hpp"
@@ -76,7 +77,9 @@
 
 #include <malloc.h>
 #include <sched.h>
+#include <linux/magic.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -90,6 +93,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -107,7 +111,7 @@ constexpr double kSlowNs = 1e6;                       // an operation of 1 ms or
 constexpr std::uint64_t kSampleEvery = 16'384;        // offheap growth: stats() every so many puts
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr const char* kAllScenes = "steady,growth,cache";
-constexpr const char* kAllSubjects = "store,absl,boost,cuckoo,tbb,cache,lru,tinylfu";
+constexpr const char* kAllSubjects = "store,store-files,absl,boost,cuckoo,tbb,cache,lru,tinylfu";
 
 struct Settings {
   bool steady = true, growth = true, cache = true;
@@ -116,6 +120,7 @@ struct Settings {
   double seconds = 3.0;
   std::uint64_t cache_bytes = 64 * kMiB;
   std::set<std::string> subjects;  // empty: all
+  std::string dir;                 // store-files: the parent directory (empty: ScratchDir, /dev/shm)
   bool smoke = false;
 };
 Settings g;
@@ -221,6 +226,63 @@ struct StoreKind {
   static std::string sizing(std::uint64_t n) {
     return n != 0 ? "expected_entries = " + with_commas(n) : "expected_entries = 0 (the default: starts small, grows)";
   }
+};
+
+/// A file-backed offheap::Store (growth scene only): default Options but
+/// `path`, a fresh directory under --dir (default: the scratch directory
+/// on /dev/shm), removed after the store closes. Its journal chunks are
+/// files reserved whole with posix_fallocate.
+/// The directory, removed after the store (a base: destroyed after it).
+struct RemovedDir {
+  explicit RemovedDir(std::filesystem::path p) : dir(std::move(p)) {}
+  RemovedDir(const RemovedDir&) = delete;
+  RemovedDir& operator=(const RemovedDir&) = delete;
+  ~RemovedDir() { ScratchDir::remove(dir); }
+  std::filesystem::path dir;
+};
+
+class FileStoreSubject : private RemovedDir, public OffheapSubject<offheap::Store> {
+ public:
+  explicit FileStoreSubject(std::filesystem::path d)
+      : RemovedDir(std::move(d)), OffheapSubject<offheap::Store>(options(dir)) {}
+
+ private:
+  static offheap::Options options(const std::filesystem::path& p) {
+    offheap::Options o;
+    o.path = p;
+    return o;
+  }
+};
+
+struct StoreFilesKind {
+  static constexpr const char* kId = "store-files";
+  static constexpr const char* kName = "offheap::Store (files)";
+  static constexpr bool kThreadSafe = true;
+  static constexpr bool kMaintenance = true;
+  using Subject = FileStoreSubject;
+
+  static std::filesystem::path parent() {
+    return g.dir.empty() ? ScratchDir::instance().root() : std::filesystem::path(g.dir);
+  }
+  static std::unique_ptr<Subject> make(std::uint64_t) {
+    if (g.dir.empty()) return std::make_unique<Subject>(ScratchDir::instance().make("store-files"));
+    static unsigned made = 0;
+    std::filesystem::path p = std::filesystem::path(g.dir) /
+                              ("offheap-latency-" + std::to_string(::getpid()) + "-" + std::to_string(++made));
+    std::filesystem::create_directory(p);
+    return std::make_unique<Subject>(std::move(p));
+  }
+  static std::string describe() {
+    struct statfs fs {};
+    const std::filesystem::path p = parent();
+    const bool tmpfs = ::statfs(p.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+    const offheap::Options o;
+    return offheap_version() + ", offheap::Store file-backed in " + p.string() + (tmpfs ? " (tmpfs)" : "") +
+           ", Options at their defaults (durability " +
+           (o.durability == offheap::Durability::on_close ? "on_close" : "not on_close") +
+           ", background maintenance on); growth scene only (--subjects=store-files, --dir=PATH)";
+  }
+  static std::string sizing(std::uint64_t) { return "expected_entries = 0 (the default: starts small, grows)"; }
 };
 
 /// A peer from subjects.hpp / concurrent_peers.hpp, as offheap_bench runs it.
@@ -683,7 +745,7 @@ void steady_scene() {
 template <class K>
 Row growth_row(std::uint64_t n, const std::string& label) {
   using S = typename K::Subject;
-  constexpr bool kOffheap = std::is_same_v<K, StoreKind>;
+  constexpr bool kOffheap = std::is_same_v<K, StoreKind> || std::is_same_v<K, StoreFilesKind>;
   const W1Inputs& in = w1_inputs();
   const WholeValueCheck& check = whole_value_check();
   const FreshKeys keys(0x5EED0020);
@@ -799,6 +861,10 @@ void growth_scene() {
   for_each_kind([&]<class K>() {
     rows.push_back(growth_row<K>(g.growth_n, std::string(K::kName) + " to " + with_commas(g.growth_n)));
   });
+  if (selected(StoreFilesKind::kId)) {
+    rows.push_back(growth_row<StoreFilesKind>(g.growth_n, std::string(StoreFilesKind::kName) + " to " +
+                                                             with_commas(g.growth_n)));
+  }
   if (g.growth_big != 0 && selected(StoreKind::kId)) {
     rows.push_back(growth_row<StoreKind>(g.growth_big, std::string(StoreKind::kName) + " to " + with_commas(g.growth_big)));
   }
@@ -984,6 +1050,9 @@ void print_platform(int argc, char** argv) {
     std::printf("- %s: %s. Steady: %s; growth: %s.\n", K::kName, K::describe().c_str(), K::sizing(kW1Entries).c_str(),
                 K::sizing(0).c_str());
   });
+  if (g.growth && selected(StoreFilesKind::kId)) {
+    std::printf("- %s: %s.\n", StoreFilesKind::kName, StoreFilesKind::describe().c_str());
+  }
   for_each_cache([]<class T>() {
     const T probe(cache_options());
     std::printf("- %s: %s, capacity_bytes = %s, %s shards here, background maintenance %s, other Options at their "
@@ -1002,7 +1071,9 @@ void usage(const char* argv0) {
       "  --growth-big=N     then offheap::Store alone to N entries (default 50000000; 0 skips it)\n"
       "  --seconds=S        steady and cache scenes: seconds per row (default 3)\n"
       "  --cache-bytes=N    cache scene: capacity_bytes (default 67108864, 64 MiB)\n"
-      "  --subjects=LIST    of %s (default: all found)\n"
+      "  --subjects=LIST    of %s (default: all found;\n"
+      "                     store-files is a file-backed offheap::Store, growth scene only)\n"
+      "  --dir=PATH         store-files: where its directory goes (default: /dev/shm)\n"
       "  --smoke            a quick run: growth 200000 and 400000, 0.3 s rows, 4 MiB caches\n"
       "                     (flags after it override its values)\n",
       argv0, kAllSubjects);
@@ -1051,6 +1122,9 @@ bool parse(int argc, char** argv) {
     } else if ((v = f.value("--cache-bytes=")) != nullptr) {
       if (!parse_u64(v, n) || n < kMiB) return f.fail("expected bytes, at least 1 MiB");
       g.cache_bytes = n;
+    } else if ((v = f.value("--dir=")) != nullptr) {
+      if (*v == '\0' || !std::filesystem::is_directory(v)) return f.fail("expected an existing directory");
+      g.dir = v;
     } else if ((v = f.value("--subjects=")) != nullptr) {
       if (!parse_list(v, kAllSubjects, g.subjects)) return f.fail("expected a list of subjects (see --help)");
     } else {

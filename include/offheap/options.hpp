@@ -165,11 +165,15 @@ struct Options {
   /// records the cache holds, counted as Stats::live_bytes counts them (each
   /// record's 24-byte header, key, value and padding to 8 bytes, plus up to
   /// 32 spare bytes when it took a free record too small to split), split
-  /// evenly among the shards. The maintenance thread (or maintain()) evicts
-  /// down to it: when maintain() returns (no other thread writing), live
-  /// bytes are at most capacity_bytes, compaction's moves included.
-  /// Writers may pass it by a slack of 1/16 (at least 4 KiB per
-  /// shard) before they evict from their own shard first, so live bytes
+  /// evenly among the shards. A write to a shard that earlier writes left
+  /// past its share evicts from that shard first, by the policy, records
+  /// of up to twice its own bytes (bounded work per write: a cache at its
+  /// capacity evicts about a record per write of records alike, and holds
+  /// up to a record more than its share between writes); the maintenance
+  /// thread (or maintain()) evicts the rest down to the share: when maintain() returns
+  /// (no other thread writing), live bytes are at most capacity_bytes,
+  /// compaction's moves included. Past a slack of 1/16 (at least 4 KiB
+  /// per shard) a write evicts as much as its record needs, so live bytes
   /// never pass capacity_bytes * 17/16 (+ 4 KiB per shard). A write that
   /// replaces a value counts the old record as leaving: one that does not
   /// grow it evicts nothing. The index,
@@ -238,9 +242,10 @@ struct Options {
   std::uint64_t min_chunk_bytes = std::uint64_t{64} << 10;
   std::uint64_t max_chunk_bytes = std::uint64_t{1} << 30;
 
-  /// true: journal chunks and index tables of 4 MiB or more in anonymous
-  /// memory ask for transparent huge pages (madvise(MADV_HUGEPAGE); where
-  /// the system's THP mode is "madvise"). Fewer TLB misses on reads of a
+  /// true: journal chunks and index tables of 4 MiB or more ask for
+  /// transparent huge pages (madvise(MADV_HUGEPAGE): anonymous memory where
+  /// the system's THP mode is "madvise"; chunk files only on a tmpfs whose
+  /// shmem THP mode honours it). Fewer TLB misses on reads of a
   /// large store (gets at 20M entries about a fifth faster here), but the
   /// first touch of each 2 MiB may make the kernel compact memory for it,
   /// inside the put that touches it: with THP defrag "madvise" (Debian's

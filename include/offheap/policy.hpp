@@ -50,9 +50,10 @@
 // being read keeps its 1 ms rounds; no sleep runs past the next periodic
 // sync). Stats shows maintenance_rounds, maintenance_lag_seconds,
 // maintenance_backlog_bytes and removals_pending. A writer that finds its
-// shard past the share plus a slack of 1/16 (at least 4 KiB) evicts from
-// its own shard first, only as much as its record needs, so live bytes
-// never pass capacity_bytes * 17/16 (+ 4 KiB per shard). A record larger
+// shard past its share evicts from it first, records of up to twice its
+// own bytes (about one per write in a cache at its capacity), and past the
+// share plus a slack of 1/16 (at least 4 KiB) as much as its record needs,
+// so live bytes never pass capacity_bytes * 17/16 (+ 4 KiB per shard). A record larger
 // than a shard's share plus the slack is refused (Errc::value_too_large);
 // one that fits only in the slack is stored and evicted again at the next
 // round.

@@ -281,7 +281,9 @@ class OffHeapStore {
   /// Ttl). Every write below takes a Ttl the same way; a replaced value's
   /// deadline goes with it.
   /// Throws: Error(key_too_large), Error(value_too_large), Error(out_of_space);
-  /// the store is unchanged then.
+  /// the store is unchanged then, but for a cache's evictions: a write to
+  /// a cache past its capacity evicts first (Options::capacity_bytes), and
+  /// what it evicted stays evicted (reported as evictions) if it throws.
   /// Thread safety: serialized with other writers of the shard.
   /// Returns: Computed::inserted (the key was absent or expired) or
   /// Computed::updated (it held a value, now replaced).
@@ -297,7 +299,8 @@ class OffHeapStore {
   /// lock, before any reader can see it; nothing is copied on the way.
   /// fill must write every byte (what it leaves is unspecified) and may
   /// not call this store's writes (as compute()'s function); if it throws,
-  /// nothing changes and the exception propagates. Under
+  /// nothing changes (but a cache's evictions, as for put()) and the
+  /// exception propagates. Under
   /// Options::memory_limit_bytes it may run again if the write had to wait
   /// for room. Returns and throws as put().
   template <class Fill>

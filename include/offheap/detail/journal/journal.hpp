@@ -23,13 +23,21 @@
 //
 // File-backed journals (FileBacking set) keep each chunk in a file of its
 // own (format.hpp): a 4 KiB header page, then the records, mapped shared so
-// that every store reaches the file. The file is created under a temporary
-// name, reserved whole with posix_fallocate (so that no later store through
-// the mapping can fail for lack of disk), given its header, and renamed.
-// The header page holds the chunk's end word: once a record past the old
+// that every store reaches the file, made whole before the journal takes it
+// (chunk_file.hpp). The header page holds the chunk's end word: once a record past the old
 // end is written (publish_tail), the new end is stored there, so that
 // recovery knows which bytes of the chunk hold records; bytes past it may be
 // stale, even whole records of a cleared store, and are never read.
+//
+// A spare chunk: making a chunk (a file reserved whole and synced, or a
+// large mapping) is the one step of an append whose time grows with the
+// store, so the next chunk is made ahead of need, off the writer's path.
+// Once the tail chunk (the last one) is half full, take_spare_request()
+// says so once; the maintenance thread then makes the next chunk with no
+// lock held (make_spare()) and hands it over under the lock (keep_spare());
+// the append that needs a chunk takes it (add_chunk()). Not under
+// Options::memory_limit_bytes (a chunk's size there depends on the room
+// left when it is needed), nor without a maintenance thread or maintain().
 #pragma once
 
 #include <offheap/detail/memory/atomic_word.hpp>
@@ -37,6 +45,7 @@
 #include <offheap/detail/files/format.hpp>
 #include <offheap/detail/index/location.hpp>
 #include <offheap/detail/memory/os.hpp>
+#include <offheap/detail/journal/chunk_file.hpp>
 #include <offheap/detail/journal/record.hpp>
 #include <offheap/error.hpp>
 
@@ -55,15 +64,6 @@ namespace offheap::detail {
 /// step of Journal::reset() on a file-backed journal, with the step.
 inline void (*testing_clear_step)(int step) = nullptr;
 #endif
-
-/// Where a file-backed store keeps its files.
-struct FileBacking {
-  int dir_fd = -1;
-  std::string dir_path;
-  std::uint64_t store_id = 0;
-  bool read_only = false;
-  bool sync_new_files = true;  // fdatasync a new chunk file and its directory entry
-};
 
 struct JournalConfig {
   std::uint64_t min_chunk_bytes = 64 * 1024;
@@ -85,6 +85,7 @@ class Journal {
   ~Journal() {
     const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
     for (std::uint32_t c = 0; c < chunks_; ++c) unmap(chunk_base(c) - head, head + chunk_size(c), name_);
+    if (spare_.base != nullptr) unmap(spare_.base - head, head + spare_.size, name_);  // (its file: an empty chunk)
     for (auto& b : blocks_) unmap(b.load(std::memory_order_relaxed), kBlockBytes, name_);
   }
 
@@ -172,6 +173,7 @@ class Journal {
     // reset() and reused): its whole size may be resident.
     tail_high_ = chunk_size(target);
     used_bytes_ += bytes;
+    set_spare_mark();
     return Location::make(target, 0);  // the caller writes the record, then publish_tail()
   }
 
@@ -245,6 +247,7 @@ class Journal {
     tail_offset_ = 0;
     tail_high_ = 0;  // every chunk's pages go back below
     used_bytes_ = 0;
+    set_spare_mark();
     if (files()) {
       if (chunks_ != 0) {
 #if !defined(OFFHEAP_TESTING_NO_CLEAR_MARK)  // (a broken twin: tests/hooks/clear_crash_test.cpp)
@@ -459,6 +462,86 @@ class Journal {
     return to - from;
   }
 
+  // ---- the spare chunk (see the top of this file) ----------------------------
+
+  /// The next chunk to make ahead of need: its number and size (0: none
+  /// wanted: one is kept already, a memory limit, or no numbers left).
+  struct SparePlan {
+    std::uint32_t chunk = 0;
+    std::uint64_t size = 0;
+    std::uint64_t attempts = 0;  // the writer's chunk files begun so far (keep_spare())
+  };
+  /// Writer's side, after an append: whether the tail just passed the
+  /// mark (the last chunk half full, no spare kept). Says so once per chunk.
+  bool take_spare_request() noexcept {
+    if (tail_offset_ < spare_mark_) [[likely]] return false;
+    spare_mark_ = ~std::uint64_t{0};
+    return true;
+  }
+  /// Under the lock: what make_spare() should make now.
+  SparePlan plan_spare() const noexcept {
+    if (spare_.base != nullptr || spares_closed_ || chunks_ == 0 || chunks_ == Location::kMaxChunks ||
+        name_.budget.limit() != 0 || (files() && files()->read_only)) {
+      return {};
+    }
+    return {chunks_, next_chunk_size(0), chunk_files_begun_};
+  }
+  /// With no lock held (it reads only the configuration and the budget):
+  /// makes the chunk `plan` names (a file, or anonymous memory) and returns
+  /// the base of its records, or nullptr when it could not (the OS refused,
+  /// or the writer made that chunk first): the writer then makes it when
+  /// needed, and reports the error if there is one.
+  std::byte* make_spare(const SparePlan& plan) const noexcept {
+    try {
+      if (files()) {
+        return detail::create_chunk_file(*files(), config_.shard, plan.chunk, plan.size, end_salt(plan.chunk), name_,
+                                          ChunkFileUse::spare) +
+               format::kChunkHeaderBytes;
+      }
+      return map_anonymous(plan.size, name_, "a journal chunk", true);
+    } catch (...) {
+      return nullptr;
+    }
+  }
+  /// Under the lock: keeps what make_spare(plan) made, unless the writer
+  /// began a chunk file meanwhile (made that chunk itself, or failed to:
+  /// a failed attempt may have replaced the spare's file under its name,
+  /// then removed its own), or the journal is closed; false: the caller
+  /// gives it to drop_spare() (with no lock held).
+  bool keep_spare(const SparePlan& plan, std::byte* base) noexcept {
+    if (chunks_ != plan.chunk || chunk_files_begun_ != plan.attempts || spare_.base != nullptr || spares_closed_) {
+      return false;
+    }
+    spare_ = {base, plan.size};
+    mapped_bytes_ += (files() ? format::kChunkHeaderBytes : 0) + plan.size;
+    return true;
+  }
+  /// Unmaps a spare keep_spare() refused. Its file, if any, is not touched:
+  /// the name is the writer's chunk's by then.
+  void drop_spare(const SparePlan& plan, std::byte* base) const noexcept {
+    const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
+    unmap(base - head, head + plan.size, name_);
+  }
+  /// At a close, under the lock: no spare is kept from now on, the kept
+  /// one goes, and so does any file under the next chunk's name (a spare
+  /// that was never kept: no chunk of the journal has that number), so
+  /// that the saved state counts the chunks the directory holds.
+  void close_spares() noexcept {
+    spares_closed_ = true;
+    spare_mark_ = ~std::uint64_t{0};
+    if (spare_.base != nullptr) {
+      const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
+      unmap(spare_.base - head, head + spare_.size, name_);
+      mapped_bytes_ -= head + spare_.size;
+      spare_ = {};
+    }
+    if (files() && !files()->read_only) {
+      ::unlinkat(files()->dir_fd, format::chunk_file_name(config_.shard, chunks_).c_str(), 0);
+    }
+  }
+  /// The kept spare's size (0: none).
+  std::uint64_t spare_bytes() const noexcept { return spare_.size; }
+
   // ---- file-backed journals -------------------------------------------------
 
   /// The salt of chunk c's end word.
@@ -588,6 +671,7 @@ class Journal {
     tail_offset_ = offset;
     tail_high_ = offset;
     used_bytes_ = used;
+    set_spare_mark();
   }
 
  private:
@@ -647,60 +731,13 @@ class Journal {
     mapped_bytes_ += size + (files() ? format::kChunkHeaderBytes : 0);
   }
 
-  /// Creates, reserves and maps the file of chunk number chunks_; returns
-  /// the base of its records.
+  /// Creates, reserves and maps the file of chunk number chunks_ (the
+  /// writer's, under the lock); returns the base of its records.
   std::byte* create_chunk_file(std::uint64_t size) {
-    const FileBacking& f = *config_.files;
-    const std::uint32_t c = chunks_;
-    const std::string name = format::chunk_file_name(config_.shard, c);
-    const std::string tmp = name + ".tmp";
-    const std::string path = f.dir_path + "/" + name;
-    // Under Options::memory_limit_bytes: refused before any file work (the
-    // mapping checks again, against other shards meanwhile).
-    if (name_.budget.available() < format::kChunkHeaderBytes + size) {
-      throw_limit_reached(name_, format::kChunkHeaderBytes + size, "a journal chunk");
-    }
-    Fd fd(open_at(f.dir_fd, tmp, O_RDWR | O_CREAT | O_TRUNC));
-    if (!fd) throw_os(errno, name_, "creating " + path);
-    std::byte* map = nullptr;
-    try {
-      allocate_file(fd.get(), 0, format::kChunkHeaderBytes + size, name_, path);
-      format::ChunkHeader h{};
-      std::memcpy(h.magic, format::kChunkMagic, 8);
-      h.format_version = format::kFormatVersion;
-      h.shard = config_.shard;
-      h.chunk = c;
-      h.data_bytes = size;
-      h.store_id = f.store_id;
-      format::seal(h);
-      write_at(fd.get(), &h, sizeof h, 0, name_, path);
-      const std::uint64_t end = format::end_word(0, end_salt(c));  // no records yet
-      write_at(fd.get(), &end, sizeof end, format::kEndWordOffset, name_, path);
-      if (f.sync_new_files) sync_file(fd.get(), name_, path);
-      map = map_file(fd.get(), 0, format::kChunkHeaderBytes + size, true, true, name_, path);
-      if (::renameat(f.dir_fd, tmp.c_str(), f.dir_fd, name.c_str()) != 0) {
-        throw_os(errno, name_, "renaming " + f.dir_path + "/" + tmp + " to " + name);
-      }
-    } catch (...) {
-      if (map != nullptr) unmap(map, format::kChunkHeaderBytes + size, name_);
-      ::unlinkat(f.dir_fd, tmp.c_str(), 0);
-      throw;
-    }
-    if (f.sync_new_files) {
-      try {
-        sync_dir(f.dir_fd, name_, f.dir_path);
-      } catch (...) {
-        // The file exists under its name but may not survive a power loss;
-        // undo, so that the journal and the directory agree.
-        unmap(map, format::kChunkHeaderBytes + size, name_);
-        ::unlinkat(f.dir_fd, name.c_str(), 0);
-        throw;
-      }
-    }
-#if defined(MADV_HUGEPAGE)
-    if (size >= (std::uint64_t{4} << 20)) ::madvise(map, format::kChunkHeaderBytes + size, MADV_HUGEPAGE);
-#endif
-    return map + format::kChunkHeaderBytes;
+    ++chunk_files_begun_;  // before: a spare made meanwhile is refused (keep_spare())
+    return detail::create_chunk_file(*config_.files, config_.shard, chunks_, size, end_salt(chunks_), name_,
+                                      ChunkFileUse::needed) +
+           format::kChunkHeaderBytes;
   }
 
   template <class OnLeftover>
@@ -728,16 +765,45 @@ class Journal {
     return reinterpret_cast<std::byte*>(entry(c)[0]);
   }
 
+  /// The size of the next chunk for a record of `need` bytes (0: any):
+  /// twice the last, at least `need`, whole pages, at most the maximum.
+  std::uint64_t next_chunk_size(std::uint64_t need) const noexcept {
+    std::uint64_t size = chunks_ == 0 ? config_.min_chunk_bytes : chunk_size(chunks_ - 1) * 2;
+    if (size < need) size = need;
+    size = round_up(size, page_size());
+    return std::min(size, config_.max_chunk_bytes);
+  }
+  /// Where take_spare_request() fires in the tail chunk: half of the last
+  /// chunk, while no spare is kept and one could be (plan_spare()).
+  void set_spare_mark() noexcept {
+    spare_mark_ = tail_chunk_ + 1 == chunks_ && plan_spare().size != 0 ? chunk_size(tail_chunk_) / 2
+                                                                       : ~std::uint64_t{0};
+  }
+
   std::uint32_t add_chunk(std::uint64_t need) {
     if (chunks_ == Location::kMaxChunks) {
       throw Error(Errc::out_of_space, name_ + ": all " + std::to_string(Location::kMaxChunks) +
                                           " chunk numbers of a shard are in use");
     }
-    std::uint64_t size = chunks_ == 0 ? config_.min_chunk_bytes : chunk_size(chunks_ - 1) * 2;
-    if (size < need) size = need;
-    size = round_up(size, page_size());
-    if (size > config_.max_chunk_bytes) size = config_.max_chunk_bytes;
+    std::uint64_t size = next_chunk_size(need);
     const std::uint32_t c = chunks_;
+    const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
+    if (spare_.base != nullptr) {
+      // (keep_spare() took it for this number; chunks_ moves only here.)
+      const Spare spare = spare_;
+      if (spare.size >= need) {
+        publish_chunk(spare.base, spare.size, name_);  // may throw (a chunk-table block): the spare stays
+        spare_ = {};
+        mapped_bytes_ -= head + spare.size;  // counted by keep_spare(), and now by publish_chunk()
+        return c;
+      }
+      spare_ = {};
+      mapped_bytes_ -= head + spare.size;
+      // A record larger than the spare: it goes, its file too (ours: no
+      // other maker renames to this number once the spare is kept).
+      unmap(spare.base - head, head + spare.size, name_);
+      if (files()) ::unlinkat(config_.files->dir_fd, format::chunk_file_name(config_.shard, c).c_str(), 0);
+    }
     const bool new_block =
         c >= kBlockEntries && blocks_[c / kBlockEntries].load(std::memory_order_relaxed) == nullptr;
     // Under Options::memory_limit_bytes: a smaller chunk rather than none,
@@ -747,7 +813,6 @@ class Journal {
     // records find some, and the last min_chunk_bytes stay theirs. (Other
     // shards map meanwhile: the mapping itself checks again, and throws
     // LimitReached if it must.)
-    const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
     const std::uint64_t extra = head + (new_block ? kBlockBytes : 0);
     const std::uint64_t available = name_.budget.available();
     const std::uint64_t keep = keep_beside(size);
@@ -812,6 +877,15 @@ class Journal {
   std::uint32_t emptied_count_ = 0;
   std::uint32_t dirty_lo_ = ~0u;  // chunks written since the last sync: [lo, hi)
   std::uint32_t dirty_hi_ = 0;
+  // The spare chunk (keep_spare()): number chunks_ once it is published.
+  struct Spare {
+    std::byte* base = nullptr;  // its records
+    std::uint64_t size = 0;
+  };
+  Spare spare_;
+  std::uint64_t spare_mark_ = ~std::uint64_t{0};  // set_spare_mark()
+  std::uint64_t chunk_files_begun_ = 0;  // create_chunk_file() calls (keep_spare())
+  bool spares_closed_ = false;           // close_spares()
 };
 
 }  // namespace offheap::detail

@@ -123,6 +123,7 @@ typename S::Slot ShardSpace<S>::allocate(S& sh, std::uint64_t need, bool grow, s
     e.evicting_helps = sh.journal_.a_chunk_holds(record::kHeaderBytes + need);
     throw;
   }
+  if (sh.journal_.take_spare_request()) [[unlikely]] sh.want_spare_chunk();
   return {loc, sh.journal_.at(loc), need, false};
 }
 

@@ -345,6 +345,50 @@ class alignas(64) Shard {
     return !index_.migrating() || index_.migration_cursor() != before;
   }
 
+  // ---- the spare chunk (journal/journal.hpp) ----------------------------------
+
+  /// Whether an append asked for the next chunk ahead of need (lock-free).
+  bool spare_chunk_wanted() const noexcept { return spare_wanted_.load(std::memory_order_relaxed); }
+  /// Makes the next journal chunk ahead of need: planned and handed over
+  /// under the lock, made (a file reserved whole and synced, or a mapping)
+  /// with no lock held, so that no write waits for it. A refusal (disk
+  /// full, a memory limit) is left for the write that needs the chunk to
+  /// meet and report. Returns whether a spare was kept.
+  bool make_spare_chunk() noexcept {
+    // One maker per shard at a time (the maintenance thread and maintain()
+    // calls on any threads): the others leave it to it. Acquire/release:
+    // pairs with the release below, so that a maker sees the previous one's
+    // work (it also meets it under the lock).
+    if (making_spare_.exchange(true, std::memory_order_acquire)) return false;
+    const struct Done {
+      std::atomic<bool>& f;
+      ~Done() { f.store(false, std::memory_order_release); }
+    } done{making_spare_};
+    // Relaxed: a trigger; plan_spare() under the lock decides.
+    spare_wanted_.store(false, std::memory_order_relaxed);
+    Journal::SparePlan plan;
+    {
+      const WriteLock guard(*this);
+      plan = journal_.plan_spare();
+    }
+    if (plan.size == 0) return false;
+    std::byte* base = journal_.make_spare(plan);
+    if (base == nullptr) return false;
+    bool kept = false;
+    {
+      const WriteLock guard(*this);
+      kept = journal_.keep_spare(plan, base);
+    }
+    if (!kept) journal_.drop_spare(plan, base);
+    return kept;
+  }
+  /// At a close (writable stores): the spare goes, with its file, and no
+  /// other is kept.
+  void close_spare_chunks() noexcept {
+    const WriteLock guard(*this);
+    journal_.close_spares();
+  }
+
   // ---- caches (cache/cache_host.hpp says what each does) -----------------------
 
   void set_capacity(std::uint64_t capacity, std::uint64_t slack) { cache_.set_capacity(*this, capacity, slack); }
@@ -569,6 +613,12 @@ class alignas(64) Shard {
   void release(Location loc, std::byte* rec, std::uint64_t cap, bool prev_free) noexcept {
     ShardSpace<Shard>::release(*this, loc, rec, cap, prev_free);
   }
+  /// An append passed the journal's spare mark: the maintenance thread
+  /// makes the next chunk (make_spare_chunk()).
+  void want_spare_chunk() noexcept {
+    spare_wanted_.store(true, std::memory_order_relaxed);  // a trigger: see make_spare_chunk()
+    want_round();
+  }
   void want_round() noexcept {
     // seq_cst: as in schedule_expiry(), against the maintenance thread's
     // plan (the due lambda of Upkeep::start).
@@ -576,7 +626,8 @@ class alignas(64) Shard {
   }
   /// next_due_ after a round: the wheel's next event, or now while work is left.
   void plan_next_round(std::uint64_t now) noexcept {
-    const bool busy = expiry_.sweeping() || journal_.tail_high() > journal_.tail_offset() || pages_.wants_round(*this);
+    const bool busy = expiry_.sweeping() || journal_.tail_high() > journal_.tail_offset() ||
+                      pages_.wants_round(*this) || spare_chunk_wanted();
     std::uint64_t next = busy ? now : expiry_.next_event();
     // help_index_migration() in a round: every 16 ms while a migration is
     // under way (writes drive it; the round only finishes one they left).
@@ -718,6 +769,8 @@ class alignas(64) Shard {
   friend class ShardExpiry<Shard>;
   ShardExpiry<Shard> expiry_;  // the wheel, its sweeps, expirations (expiry/expiry_shard.hpp)
   std::atomic<std::uint64_t> next_due_{ExpiryWheel::kNever};  // see next_due()
+  std::atomic<bool> spare_wanted_{false};  // see spare_chunk_wanted()
+  std::atomic<bool> making_spare_{false};  // see make_spare_chunk()
   std::atomic<std::uint64_t> helped_moves_{~std::uint64_t{0}};  // Index::moves() at help_index_migration()
   // Memory back to the OS (compaction/page_release.hpp).
   friend class PageRelease<Shard>;

@@ -144,6 +144,12 @@ void Lifecycle<P>::close() {
   const std::lock_guard<std::mutex> closing(close_mutex_);
   if (e_.files_->closed.exchange(true)) return;
   u_.stop();
+  // A spare chunk made ahead of need goes with its file: the saved state
+  // counts the chunks the directory holds (a spare left by a crash is an
+  // empty chunk to the next open).
+  if (!e_.files_->read_only) {
+    for (Shard& s : e_.shards_) s.close_spare_chunks();
+  }
   // Removals still waiting are reported (and their records freed) before
   // anything is saved: a saved store holds no retired record. If room to
   // free them cannot be mapped, the records are still written to disk and

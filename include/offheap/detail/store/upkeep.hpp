@@ -214,6 +214,17 @@ void Upkeep<P>::start() {
             work = work || n != 0;
           }
         }
+        // The next journal chunk, made ahead of need with no lock held
+        // (the appends that passed half of their last chunk asked for
+        // it): one per round, so that a round's other work (syncs,
+        // evictions) waits for one chunk file at most; a shard left
+        // wanting keeps the rounds coming (plan_next_round()).
+        for (Shard& s : e_.shards_) {
+          if (s.spare_chunk_wanted()) {
+            work = true;
+            if (s.make_spare_chunk()) break;
+          }
+        }
         // An index migration that writes left unfinished (they move a few
         // groups each; this finishes it once they stop).
         // (Not without a writer lock: the thread would be a second writer.)
@@ -436,9 +447,13 @@ bool Upkeep<P>::maintain() {
     }
   }
   for (Shard& s : e_.shards_) s.maintain();
-  // An index migration under way ends (the program's call: it may wait).
+  // An index migration under way ends (the program's call: it may wait),
+  // and the next journal chunk is made where appends asked for it.
   if (!e_.writes_stopped()) {
     for (Shard& s : e_.shards_) (void)s.help_index_migration(~std::uint64_t{0}, true);
+    for (Shard& s : e_.shards_) {
+      if (s.spare_chunk_wanted()) (void)s.make_spare_chunk();
+    }
   }
   if (!e_.options_.background_maintenance && !e_.writes_stopped()) report_all();
   if (!e_.writes_stopped()) {

@@ -4,22 +4,8 @@
 // record needed up to a maximum) and never copies or moves a record, so a
 // Location stays valid for as long as the store lives.
 //
-// The chunk table has two levels so that a small journal maps nothing for
-// it: 256 blocks of 256 entries {base, size}; the first block (chunks 0-255,
-// enough for any journal whose chunks reach the default 1 GiB) lives in the
-// Journal object, the others are mapped pages, mapped when their first chunk
-// is added and kept until the journal goes. Readers resolve a location through it without a
-// lock:
-//
-//   blocks_[c / 256] --> entry c % 256:  +--------------------+--------------------+
-//                                        | base address (u64) | size in bytes (u64)|
-//                                        +--------------------+--------------------+
-//                                        base 0: no chunk
-//
-// The writer publishes a block with release before its first entry, stores
-// an entry's size, then publishes its base with release; a reader loads the
-// block and the base with acquire, then the size, and bounds-checks every
-// offset it follows against that size.
+// A location resolves through the chunk table (chunk_table.hpp), without a
+// lock for readers.
 //
 // File-backed journals (FileBacking set) keep each chunk in a file of its
 // own (format.hpp): a 4 KiB header page, then the records, mapped shared so
@@ -46,6 +32,7 @@
 #include <offheap/detail/index/location.hpp>
 #include <offheap/detail/memory/os.hpp>
 #include <offheap/detail/journal/chunk_file.hpp>
+#include <offheap/detail/journal/chunk_table.hpp>
 #include <offheap/detail/journal/record.hpp>
 #include <offheap/error.hpp>
 
@@ -79,14 +66,13 @@ struct JournalConfig {
 class Journal {
  public:
   Journal(const JournalConfig& config, const StoreName& name)
-      : config_(config), name_(name) {}
+      : config_(config), name_(name), table_(name) {}
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
   ~Journal() {
     const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
-    for (std::uint32_t c = 0; c < chunks_; ++c) unmap(chunk_base(c) - head, head + chunk_size(c), name_);
+    for (std::uint32_t c = 0; c < chunks(); ++c) unmap(chunk_base(c) - head, head + chunk_size(c), name_);
     if (spare_.base != nullptr) unmap(spare_.base - head, head + spare_.size, name_);  // (its file: an empty chunk)
-    for (auto& b : blocks_) unmap(b.load(std::memory_order_relaxed), kBlockBytes, name_);
   }
 
   // ---- reader side (no lock) -----------------------------------------------
@@ -94,25 +80,9 @@ class Journal {
   /// The record at `loc` if at least `bytes` bytes from its start lie inside
   /// its chunk; nullptr otherwise. `avail` receives the bytes from the
   /// record's start to the end of its chunk.
-  const std::byte* resolve(Location loc, std::uint64_t bytes,
-                           std::uint64_t& avail) const noexcept {
-    // The acquire loads pair with the release stores in add_chunk().
-    const std::uint32_t c = loc.chunk();
-    const std::uint64_t* entry;
-    if (c < kBlockEntries) [[likely]] {
-      entry = first_block_ + 2 * c;
-    } else {
-      const std::uint64_t* block = blocks_[c / kBlockEntries].load(std::memory_order_acquire);
-      if (block == nullptr) return nullptr;
-      entry = block + 2 * (c % kBlockEntries);
-    }
-    const std::uint64_t base = load_acquire(entry);
-    if (base == 0) return nullptr;
-    const std::uint64_t size = load_relaxed(entry + 1);
-    const std::uint64_t off = loc.offset();
-    if (off >= size || size - off < bytes) return nullptr;
-    avail = size - off;
-    return reinterpret_cast<const std::byte*>(base + off);
+  [[gnu::always_inline]] const std::byte* resolve(Location loc, std::uint64_t bytes,
+                                                  std::uint64_t& avail) const noexcept {
+    return table_.resolve(loc, bytes, avail);
   }
 
   // ---- writer side (the shard's lock is held) -------------------------------
@@ -151,7 +121,7 @@ class Journal {
   /// nothing changes then.
   template <class OnLeftover>
   Location append(std::uint64_t bytes, OnLeftover&& on_leftover) {
-    if (tail_chunk_ < chunks_ && chunk_size(tail_chunk_) - tail_offset_ >= bytes) {
+    if (tail_chunk_ < chunks() && chunk_size(tail_chunk_) - tail_offset_ >= bytes) {
       const Location loc = Location::make(tail_chunk_, tail_offset_);
       tail_offset_ += bytes;
       if (tail_offset_ > tail_high_) tail_high_ = tail_offset_;
@@ -159,11 +129,11 @@ class Journal {
       return loc;  // the caller writes the record, then publish_tail()
     }
     check_fits(bytes);
-    const bool had_tail = tail_chunk_ < chunks_;
+    const bool had_tail = tail_chunk_ < chunks();
     const std::uint32_t first_kept = had_tail ? tail_chunk_ + 1 : 0;
     std::uint32_t target = first_kept;
-    while (target < chunks_ && chunk_size(target) < bytes) ++target;
-    if (target == chunks_) target = add_chunk(bytes);  // the only step that throws
+    while (target < chunks() && chunk_size(target) < bytes) ++target;
+    if (target == chunks()) target = add_chunk(bytes);  // the only step that throws
     // From here on nothing throws.
     if (had_tail) give_back(tail_chunk_, tail_offset_, on_leftover);
     for (std::uint32_t c = first_kept; c < target; ++c) give_back(c, 0, on_leftover);
@@ -181,7 +151,7 @@ class Journal {
   /// append() made room for is written, never before: bytes below an end
   /// word are records or free space, never stale bytes of a cleared chunk.
   void publish_tail() noexcept {
-    if (files() && tail_chunk_ < chunks_) set_end(tail_chunk_, tail_offset_);
+    if (files() && tail_chunk_ < chunks()) set_end(tail_chunk_, tail_offset_);
   }
 
   /// The record that follows the `bytes` starting at `loc` in the same chunk,
@@ -243,13 +213,13 @@ class Journal {
     // None: the next append starts at chunk 0. (File-backed: chunk 0 at
     // offset 0, so that record_after() sees every other chunk as past the
     // tail.) Set first: the steps below may return early (a failed msync).
-    tail_chunk_ = files() && chunks_ != 0 ? 0 : chunks_;
+    tail_chunk_ = files() && chunks() != 0 ? 0 : chunks();
     tail_offset_ = 0;
     tail_high_ = 0;  // every chunk's pages go back below
     used_bytes_ = 0;
     set_spare_mark();
     if (files()) {
-      if (chunks_ != 0) {
+      if (chunks() != 0) {
 #if !defined(OFFHEAP_TESTING_NO_CLEAR_MARK)  // (a broken twin: tests/hooks/clear_crash_test.cpp)
         set_clear_mark(true);
 #endif
@@ -258,23 +228,23 @@ class Journal {
           if (const int e = sync_range(Location::make(0, 0), 0)) return e;
         }
       }
-      for (std::uint32_t c = 0; c < chunks_; ++c) {
+      for (std::uint32_t c = 0; c < chunks(); ++c) {
         set_end(c, 0);
         testing_step(kClearEndStored);
       }
-      for (std::uint32_t c = 0; c < chunks_; ++c) {
+      for (std::uint32_t c = 0; c < chunks(); ++c) {
         if (const int e = zero_chunk(c); e != 0 && err == 0) err = e;
         testing_step(kClearChunkZeroed);
       }
       // Emptied chunks are plain ones again, once zero_chunk() has reserved
       // their blocks again (ZERO_RANGE, or fallocate).
-      for (std::uint32_t c = 0; c < chunks_; ++c) set_emptied(c, false);
+      for (std::uint32_t c = 0; c < chunks(); ++c) set_emptied(c, false);
       if (durable_steps) {
-        for (std::uint32_t c = 0; c < chunks_; ++c) {
+        for (std::uint32_t c = 0; c < chunks(); ++c) {
           if (const int e = sync_chunk(c)) return e;
         }
       }
-      if (chunks_ != 0) {
+      if (chunks() != 0) {
         set_clear_mark(false);
         testing_step(kClearUnmarked);
         if (durable_steps) {
@@ -282,7 +252,7 @@ class Journal {
         }
       }
     } else {
-      for (std::uint32_t c = 0; c < chunks_; ++c) {
+      for (std::uint32_t c = 0; c < chunks(); ++c) {
         discard_pages(chunk_base(c), chunk_size(c));
         set_emptied(c, false);
       }
@@ -293,7 +263,7 @@ class Journal {
   /// Whether chunk 0's header holds the clear mark: a clear() of this
   /// shard was cut short (file-backed journals only).
   bool clear_marked() const noexcept {
-    if (!files() || chunks_ == 0) return false;
+    if (!files() || chunks() == 0) return false;
     return load_relaxed(word_at(chunk_base(0) - format::kChunkHeaderBytes + format::kClearMarkOffset)) ==
            format::clear_mark(end_salt(0));
   }
@@ -350,7 +320,7 @@ class Journal {
   /// those over anything but an emptied chunk's layout (file-backed and
   /// writable: in the header too).
   void check_emptied(std::uint32_t from, bool writable) noexcept {
-    for (std::uint32_t c = 0; c < chunks_; ++c) {
+    for (std::uint32_t c = 0; c < chunks(); ++c) {
       if (!emptied(c) || (c < from && emptied_layout(c))) continue;
       if (writable) {
         set_emptied(c, false);
@@ -367,7 +337,7 @@ class Journal {
   /// errno.
   int reserve_all_blocks() const noexcept {
     int err = 0;
-    for (std::uint32_t c = 0; c < chunks_ && files() != nullptr; ++c) {
+    for (std::uint32_t c = 0; c < chunks() && files() != nullptr; ++c) {
       if (emptied(c)) continue;
       if (const int e = chunk_blocks(c, 0, chunk_size(c), false); e != 0 && err == 0) err = e;
     }
@@ -375,12 +345,12 @@ class Journal {
   }
   /// The smallest emptied chunk of at least `bytes`, or chunks() if none.
   std::uint32_t emptied_fitting(std::uint64_t bytes) const noexcept {
-    std::uint32_t best = chunks_;
+    std::uint32_t best = chunks();
     if (emptied_count_ == 0) return best;
-    for (std::uint32_t w = 0; w * 64 < chunks_; ++w) {
+    for (std::uint32_t w = 0; w * 64 < chunks(); ++w) {
       for (std::uint64_t bits = emptied_[w]; bits != 0; bits &= bits - 1) {
         const std::uint32_t c = w * 64 + static_cast<std::uint32_t>(std::countr_zero(bits));
-        if (chunk_size(c) >= bytes && (best == chunks_ || chunk_size(c) < chunk_size(best))) best = c;
+        if (chunk_size(c) >= bytes && (best == chunks() || chunk_size(c) < chunk_size(best))) best = c;
       }
     }
     return best;
@@ -396,7 +366,7 @@ class Journal {
   }
   /// Whether some chunk (emptied or not) is `bytes` or larger.
   bool a_chunk_holds(std::uint64_t bytes) const noexcept {
-    for (std::uint32_t c = 0; c < chunks_; ++c) {
+    for (std::uint32_t c = 0; c < chunks(); ++c) {
       if (chunk_size(c) >= bytes) return true;
     }
     return false;
@@ -408,7 +378,7 @@ class Journal {
   }
   /// Whether append(bytes) would fit the tail chunk (map nothing, revive nothing).
   bool tail_fits(std::uint64_t bytes) const noexcept {
-    return tail_chunk_ < chunks_ && chunk_size(tail_chunk_) - tail_offset_ >= bytes;
+    return tail_chunk_ < chunks() && chunk_size(tail_chunk_) - tail_offset_ >= bytes;
   }
   /// The address of chunk c's first byte (the writer's view).
   std::byte* chunk_start(std::uint32_t c) const noexcept { return chunk_base(c); }
@@ -430,10 +400,10 @@ class Journal {
     return err;
   }
 
-  std::uint32_t chunks() const noexcept { return chunks_; }
-  std::uint64_t chunk_size(std::uint32_t c) const noexcept { return entry(c)[1]; }
+  std::uint32_t chunks() const noexcept { return table_.count(); }
+  std::uint64_t chunk_size(std::uint32_t c) const noexcept { return table_.size(c); }
   /// Chunks plus the chunk table's blocks.
-  std::uint64_t mapped_bytes() const noexcept { return mapped_bytes_; }
+  std::uint64_t mapped_bytes() const noexcept { return mapped_bytes_ + table_.mapped_bytes(); }
   /// Bytes from the start of every chunk up to its end or the tail: records
   /// and free records, live or not, and the rest of a chunk the tail left
   /// that was too short for a record (under record::kMinRecord bytes).
@@ -453,7 +423,7 @@ class Journal {
   /// through locations the index generation has already turned away).
   /// Returns the bytes handed back.
   std::uint64_t release_past_tail() noexcept {
-    if (tail_chunk_ >= chunks_ || tail_high_ <= tail_offset_) return 0;
+    if (tail_chunk_ >= chunks() || tail_high_ <= tail_offset_) return 0;
     const std::uint64_t page = page_size();
     const std::uint64_t from = round_up(tail_offset_, page);
     const std::uint64_t to = std::min(round_up(tail_high_, page), chunk_size(tail_chunk_));
@@ -480,11 +450,11 @@ class Journal {
   }
   /// Under the lock: what make_spare() should make now.
   SparePlan plan_spare() const noexcept {
-    if (spare_.base != nullptr || spares_closed_ || chunks_ == 0 || chunks_ == Location::kMaxChunks ||
+    if (spare_.base != nullptr || spares_closed_ || chunks() == 0 || chunks() == Location::kMaxChunks ||
         name_.budget.limit() != 0 || (files() && files()->read_only)) {
       return {};
     }
-    return {chunks_, next_chunk_size(0), chunk_files_begun_};
+    return {chunks(), next_chunk_size(0), chunk_files_begun_};
   }
   /// With no lock held (it reads only the configuration and the budget):
   /// makes the chunk `plan` names (a file, or anonymous memory) and returns
@@ -509,7 +479,7 @@ class Journal {
   /// then removed its own), or the journal is closed; false: the caller
   /// gives it to drop_spare() (with no lock held).
   bool keep_spare(const SparePlan& plan, std::byte* base) noexcept {
-    if (chunks_ != plan.chunk || chunk_files_begun_ != plan.attempts || spare_.base != nullptr || spares_closed_) {
+    if (chunks() != plan.chunk || chunk_files_begun_ != plan.attempts || spare_.base != nullptr || spares_closed_) {
       return false;
     }
     spare_ = {base, plan.size};
@@ -536,7 +506,7 @@ class Journal {
       spare_ = {};
     }
     if (files() && !files()->read_only) {
-      ::unlinkat(files()->dir_fd, format::chunk_file_name(config_.shard, chunks_).c_str(), 0);
+      ::unlinkat(files()->dir_fd, format::chunk_file_name(config_.shard, chunks()).c_str(), 0);
     }
   }
   /// The kept spare's size (0: none).
@@ -573,12 +543,12 @@ class Journal {
   }
   /// The records hint of chunk 0 (format.hpp); file-backed journals only.
   void set_records_hint(std::uint64_t n) noexcept {
-    if (files() && chunks_ != 0) {
+    if (files() && chunks() != 0) {
       store_relaxed(word_at(chunk_base(0) - format::kChunkHeaderBytes + format::kRecordsHintOffset), n);
     }
   }
   std::uint64_t records_hint() const noexcept {
-    if (!files() || chunks_ == 0) return 0;
+    if (!files() || chunks() == 0) return 0;
     return load_relaxed(word_at(chunk_base(0) - format::kChunkHeaderBytes + format::kRecordsHintOffset));
   }
   void mark_dirty(std::uint32_t c) noexcept {
@@ -651,7 +621,7 @@ class Journal {
       }
       std::byte* map = map_file(fd.get(), 0, size, !f.read_only, true, store, path);
       try {
-        publish_chunk(map + format::kChunkHeaderBytes, h.data_bytes, store);  // may map a chunk-table block
+        publish_chunk(map + format::kChunkHeaderBytes, h.data_bytes);  // may map a chunk-table block
       } catch (...) {
         unmap(map, size, store);
         throw;
@@ -714,28 +684,19 @@ class Journal {
     return fd;
   }
 
-  /// Makes chunk number chunks_ resolve to [base, base + size).
-  void publish_chunk(std::byte* base, std::uint64_t size, const StoreName& store) {
-    const std::uint32_t c = chunks_;
-    std::atomic<std::uint64_t*>& block = blocks_[c / kBlockEntries];
-    if (c >= kBlockEntries && block.load(std::memory_order_relaxed) == nullptr) {
-      auto* b = reinterpret_cast<std::uint64_t*>(map_anonymous(kBlockBytes, store, "the chunk table"));
-      // Pairs with the acquire load of the block in resolve().
-      block.store(b, std::memory_order_release);
-      mapped_bytes_ += kBlockBytes;
-    }
-    store_relaxed(entry(c) + 1, size);
-    // Pairs with the acquire load of the base in resolve().
-    store_release(entry(c), reinterpret_cast<std::uint64_t>(base));
-    ++chunks_;
+  /// Makes chunk number chunks() resolve to [base, base + size). Throws
+  /// (mapping a block of the table) before anything changes.
+  void publish_chunk(std::byte* base, std::uint64_t size) {
+    table_.reserve_block();
+    table_.publish(base, size);
     mapped_bytes_ += size + (files() ? format::kChunkHeaderBytes : 0);
   }
 
-  /// Creates, reserves and maps the file of chunk number chunks_ (the
+  /// Creates, reserves and maps the file of chunk number chunks() (the
   /// writer's, under the lock); returns the base of its records.
   std::byte* create_chunk_file(std::uint64_t size) {
     ++chunk_files_begun_;  // before: a spare made meanwhile is refused (keep_spare())
-    return detail::create_chunk_file(*config_.files, config_.shard, chunks_, size, end_salt(chunks_), name_,
+    return detail::create_chunk_file(*config_.files, config_.shard, chunks(), size, end_salt(chunks()), name_,
                                       ChunkFileUse::needed) +
            format::kChunkHeaderBytes;
   }
@@ -753,22 +714,12 @@ class Journal {
     set_end(c, chunk_size(c));  // a chunk the tail left is records to its end (written first)
   }
 
-  static constexpr std::uint32_t kBlockEntries = 256;
-  static constexpr std::uint64_t kBlockBytes = kBlockEntries * 16;
-  static constexpr std::uint32_t kBlocks = Location::kMaxChunks / kBlockEntries;
-
-  std::uint64_t* entry(std::uint32_t c) const noexcept {
-    if (c < kBlockEntries) return const_cast<std::uint64_t*>(first_block_) + 2 * c;
-    return blocks_[c / kBlockEntries].load(std::memory_order_relaxed) + 2 * (c % kBlockEntries);
-  }
-  std::byte* chunk_base(std::uint32_t c) const noexcept {
-    return reinterpret_cast<std::byte*>(entry(c)[0]);
-  }
+  std::byte* chunk_base(std::uint32_t c) const noexcept { return table_.base(c); }
 
   /// The size of the next chunk for a record of `need` bytes (0: any):
   /// twice the last, at least `need`, whole pages, at most the maximum.
   std::uint64_t next_chunk_size(std::uint64_t need) const noexcept {
-    std::uint64_t size = chunks_ == 0 ? config_.min_chunk_bytes : chunk_size(chunks_ - 1) * 2;
+    std::uint64_t size = chunks() == 0 ? config_.min_chunk_bytes : chunk_size(chunks() - 1) * 2;
     if (size < need) size = need;
     size = round_up(size, page_size());
     return std::min(size, config_.max_chunk_bytes);
@@ -776,23 +727,23 @@ class Journal {
   /// Where take_spare_request() fires in the tail chunk: half of the last
   /// chunk, while no spare is kept and one could be (plan_spare()).
   void set_spare_mark() noexcept {
-    spare_mark_ = tail_chunk_ + 1 == chunks_ && plan_spare().size != 0 ? chunk_size(tail_chunk_) / 2
+    spare_mark_ = tail_chunk_ + 1 == chunks() && plan_spare().size != 0 ? chunk_size(tail_chunk_) / 2
                                                                        : ~std::uint64_t{0};
   }
 
   std::uint32_t add_chunk(std::uint64_t need) {
-    if (chunks_ == Location::kMaxChunks) {
+    if (chunks() == Location::kMaxChunks) {
       throw Error(Errc::out_of_space, name_ + ": all " + std::to_string(Location::kMaxChunks) +
                                           " chunk numbers of a shard are in use");
     }
     std::uint64_t size = next_chunk_size(need);
-    const std::uint32_t c = chunks_;
+    const std::uint32_t c = chunks();
     const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
     if (spare_.base != nullptr) {
-      // (keep_spare() took it for this number; chunks_ moves only here.)
+      // (keep_spare() took it for this number; chunks() moves only here.)
       const Spare spare = spare_;
       if (spare.size >= need) {
-        publish_chunk(spare.base, spare.size, name_);  // may throw (a chunk-table block): the spare stays
+        publish_chunk(spare.base, spare.size);  // may throw (a chunk-table block): the spare stays
         spare_ = {};
         mapped_bytes_ -= head + spare.size;  // counted by keep_spare(), and now by publish_chunk()
         return c;
@@ -804,8 +755,7 @@ class Journal {
       unmap(spare.base - head, head + spare.size, name_);
       if (files()) ::unlinkat(config_.files->dir_fd, format::chunk_file_name(config_.shard, c).c_str(), 0);
     }
-    const bool new_block =
-        c >= kBlockEntries && blocks_[c / kBlockEntries].load(std::memory_order_relaxed) == nullptr;
+    const bool new_block = table_.needs_block();
     // Under Options::memory_limit_bytes: a smaller chunk rather than none,
     // down to min_chunk_bytes or the record if larger (a chunk compaction
     // empties stays fit for any record of that size); at most half the
@@ -813,7 +763,7 @@ class Journal {
     // records find some, and the last min_chunk_bytes stay theirs. (Other
     // shards map meanwhile: the mapping itself checks again, and throws
     // LimitReached if it must.)
-    const std::uint64_t extra = head + (new_block ? kBlockBytes : 0);
+    const std::uint64_t extra = head + (new_block ? ChunkTable::kBlockBytes : 0);
     const std::uint64_t available = name_.budget.available();
     const std::uint64_t keep = keep_beside(size);
     const std::uint64_t room = available > keep ? available - keep : 0;
@@ -826,15 +776,9 @@ class Journal {
     if (name_.budget.limit() != 0 && size + extra + keep_beside(size) > available) {
       throw_limit_reached(name_, size + extra, "a journal chunk (the rest is kept for the structures that grow with records)");
     }
-    if (new_block) {
-      // Mapped first, so that a failure leaves no chunk behind.
-      auto* b = reinterpret_cast<std::uint64_t*>(map_anonymous(kBlockBytes, name_, "the chunk table"));
-      // Pairs with the acquire load of the block in resolve().
-      blocks_[c / kBlockEntries].store(b, std::memory_order_release);
-      mapped_bytes_ += kBlockBytes;
-    }
+    table_.reserve_block();  // first, so that a failure leaves no chunk behind
     std::byte* base = files() ? create_chunk_file(size) : map_anonymous(size, name_, "a journal chunk", true);
-    publish_chunk(base, size, name_);
+    publish_chunk(base, size);
     return c;
   }
 
@@ -847,7 +791,7 @@ class Journal {
   /// runs. A MarkerRoom takes the reserve, not the companions' room.
   std::uint64_t keep_beside(std::uint64_t size) const noexcept {
     if (name_.budget.limit() == 0) return 0;
-    const std::uint64_t journal = std::max(mapped_bytes_, config_.min_chunk_bytes);
+    const std::uint64_t journal = std::max(mapped_bytes(), config_.min_chunk_bytes);
     // As much again as they map now at least: their sizes move (queues
     // with stale entries until a sweep, lists of removals until a sync).
     const auto grow = static_cast<std::uint64_t>(static_cast<double>(companions_) * static_cast<double>(size) /
@@ -861,13 +805,8 @@ class Journal {
   const StoreName& name_;  // the store's name, which outlives the journal
   bool marker_room_ = false;  // a MarkerRoom is open: the reserve may be mapped
   std::uint64_t companions_ = 0;  // set_companions()
-  // Chunks 0-255 resolve through the first block, kept in this object so
-  // that the common case is one load off the location's critical path; the
-  // other blocks are mapped as needed.
-  std::uint64_t first_block_[2 * kBlockEntries] = {};
-  std::atomic<std::uint64_t*> blocks_[kBlocks] = {};  // blocks_[0] unused
-  std::uint32_t chunks_ = 0;
-  std::uint32_t tail_chunk_ = 0;  // == chunks_: no tail yet
+  ChunkTable table_;
+  std::uint32_t tail_chunk_ = 0;  // == chunks(): no tail yet
   std::uint64_t tail_offset_ = 0;
   std::uint64_t tail_high_ = 0;   // the tail chunk may be resident up to here (past the tail)
   std::uint64_t mapped_bytes_ = 0;
@@ -877,7 +816,7 @@ class Journal {
   std::uint32_t emptied_count_ = 0;
   std::uint32_t dirty_lo_ = ~0u;  // chunks written since the last sync: [lo, hi)
   std::uint32_t dirty_hi_ = 0;
-  // The spare chunk (keep_spare()): number chunks_ once it is published.
+  // The spare chunk (keep_spare()): number chunks() once it is published.
   struct Spare {
     std::byte* base = nullptr;  // its records
     std::uint64_t size = 0;

@@ -967,16 +967,19 @@ Row cache_row(bool two_threads) {
     const std::uint64_t puts = fresh_puts.load();
     const std::uint64_t all_puts = after.puts - before.puts;
     const std::uint64_t evictions = after.evictions - before.evictions;
-    char note[512];
+    char note[768];
     std::snprintf(note, sizeof note,
                   "filled with %s keys first; in the run: %s puts (%s of fresh keys), %s evictions (%.2f per put), "
-                  "live bytes at the end %s of capacity %s (%.3fx), %s shards",
+                  "live bytes at the end %s of capacity %s (%.3fx), %s shards; index migrations begun %s (index "
+                  "slots %s, still migrating at the end %s)",
                   with_commas(filled + kW1Entries).c_str(), with_commas(all_puts).c_str(), with_commas(puts).c_str(),
                   with_commas(evictions).c_str(),
                   all_puts != 0 ? static_cast<double>(evictions) / static_cast<double>(all_puts) : 0.0,
                   with_commas(after.live_bytes).c_str(), with_commas(g.cache_bytes).c_str(),
                   static_cast<double>(after.live_bytes) / static_cast<double>(g.cache_bytes),
-                  std::to_string(after.shards).c_str());
+                  std::to_string(after.shards).c_str(),
+                  with_commas(after.index_migrations - before.index_migrations).c_str(),
+                  with_commas(after.index_capacity).c_str(), with_commas(after.index_migrating).c_str());
     row.notes.push_back(note);
   }
   measure_floor(row, timed, true);

@@ -499,15 +499,7 @@ class Journal {
   void close_spares() noexcept {
     spares_closed_ = true;
     spare_mark_ = ~std::uint64_t{0};
-    if (spare_.base != nullptr) {
-      const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
-      unmap(spare_.base - head, head + spare_.size, name_);
-      mapped_bytes_ -= head + spare_.size;
-      spare_ = {};
-    }
-    if (files() && !files()->read_only) {
-      ::unlinkat(files()->dir_fd, format::chunk_file_name(config_.shard, chunks()).c_str(), 0);
-    }
+    discard_next_chunk();
   }
   /// The kept spare's size (0: none).
   std::uint64_t spare_bytes() const noexcept { return spare_.size; }
@@ -716,6 +708,20 @@ class Journal {
 
   std::byte* chunk_base(std::uint32_t c) const noexcept { return table_.base(c); }
 
+  /// The kept spare goes (unmapped, uncounted), and so does any file under
+  /// the next chunk's number (a spare's, kept or not: no chunk of the
+  /// journal has that number yet).
+  void discard_next_chunk() noexcept {
+    if (spare_.base != nullptr) {
+      const std::uint64_t head = files() ? format::kChunkHeaderBytes : 0;
+      unmap(spare_.base - head, head + spare_.size, name_);
+      mapped_bytes_ -= head + spare_.size;
+      spare_ = {};
+    }
+    if (files() && !files()->read_only) {
+      ::unlinkat(files()->dir_fd, format::chunk_file_name(config_.shard, chunks()).c_str(), 0);
+    }
+  }
   /// The size of the next chunk for a record of `need` bytes (0: any):
   /// twice the last, at least `need`, whole pages, at most the maximum.
   std::uint64_t next_chunk_size(std::uint64_t need) const noexcept {
@@ -748,12 +754,9 @@ class Journal {
         mapped_bytes_ -= head + spare.size;  // counted by keep_spare(), and now by publish_chunk()
         return c;
       }
-      spare_ = {};
-      mapped_bytes_ -= head + spare.size;
       // A record larger than the spare: it goes, its file too (ours: no
       // other maker renames to this number once the spare is kept).
-      unmap(spare.base - head, head + spare.size, name_);
-      if (files()) ::unlinkat(config_.files->dir_fd, format::chunk_file_name(config_.shard, c).c_str(), 0);
+      discard_next_chunk();
     }
     const bool new_block = table_.needs_block();
     // Under Options::memory_limit_bytes: a smaller chunk rather than none,

@@ -7,11 +7,14 @@
 // the fill before it counts nothing), and for cachegrind, which ignores
 // those requests, a run with 0 gets measures the fill alone: subtract it.
 //
-//   offheap_get_loop SUBJECT [GETS]
+//   offheap_get_loop SUBJECT [GETS] [--puts]
 //     SUBJECT: store, cache, lru, tinylfu (offheap, W1 options as
 //              offheap_bench and offheap_cache_bench give them), absl,
 //              boost (as offheap_bench runs them: subjects.hpp)
 //     GETS:    default 2,097,152 (2 x the key stream)
+//     --puts:  that many W1 puts (overwrites of resident keys, values
+//              rotating as offheap_bench's) are measured instead, then
+//              read back unmeasured and checked as the gets are
 //
 //   valgrind --tool=callgrind --instr-atstart=no
 //       --callgrind-out-file=get.store.out build/release/bench/offheap_get_loop store
@@ -42,11 +45,26 @@ namespace {
 
 using offheap_bench::w1_inputs;
 
-template <class Get>
-std::uint64_t run_loop(std::uint64_t gets, Get&& get) {
+/// --puts: overwrites of resident keys (W1's put) instead of gets.
+bool g_puts = false;
+
+template <class Get, class Put>
+std::uint64_t run_loop(std::uint64_t gets, Get&& get, Put&& put) {
   const auto& in = w1_inputs();
   std::string out;
   std::uint64_t bytes = 0;
+  if (g_puts) {
+    CALLGRIND_START_INSTRUMENTATION;
+    for (std::uint64_t i = 0; i < gets; ++i) {
+      put(in.keys.key(in.uniform.at(i)), in.values[i % in.values.size()]);
+    }
+    CALLGRIND_STOP_INSTRUMENTATION;
+    // Every key is still there, with a whole value.
+    for (std::uint64_t i = 0; i < gets; ++i) {
+      if (get(in.keys.key(in.uniform.at(i)), out)) bytes += out.size();
+    }
+    return bytes;
+  }
   CALLGRIND_START_INSTRUMENTATION;
   for (std::uint64_t i = 0; i < gets; ++i) {
     if (get(in.keys.key(in.uniform.at(i)), out)) bytes += out.size();
@@ -69,7 +87,8 @@ std::uint64_t offheap_subject(std::uint64_t gets, std::uint64_t capacity) {
                  static_cast<unsigned long long>(s.size()), static_cast<unsigned long long>(in.keys.size()));
     std::exit(1);
   }
-  return run_loop(gets, [&](std::string_view k, std::string& out) { return s.get(k, out); });
+  return run_loop(gets, [&](std::string_view k, std::string& out) { return s.get(k, out); },
+                  [&](std::string_view k, std::string_view v) { s.put(k, v); });
 }
 
 /// A hash map configured as offheap_bench runs it (subjects.hpp: reserved,
@@ -80,18 +99,20 @@ std::uint64_t map_subject(std::uint64_t gets) {
   Subject m(offheap_bench::kW1Entries);
   typename Subject::Session session(m);
   for (std::uint64_t i = 0; i < in.keys.size(); ++i) m.put(session, in.keys.key(i), in.values[i % in.values.size()]);
-  return run_loop(gets, [&](std::string_view k, std::string& out) { return m.get(session, k, out); });
+  return run_loop(gets, [&](std::string_view k, std::string& out) { return m.get(session, k, out); },
+                  [&](std::string_view k, std::string_view v) { m.put(session, k, v); });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: offheap_get_loop store|cache|lru|tinylfu|absl|boost [gets]\n");
+    std::fprintf(stderr, "usage: offheap_get_loop store|cache|lru|tinylfu|absl|boost [gets] [--puts]\n");
     return 2;
   }
   const std::string_view subject = argv[1];
   const std::uint64_t gets = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 2'097'152;
+  g_puts = argc > 3 && std::string_view(argv[3]) == "--puts";
   // Twice the W1 live bytes (104 a record): no cache evicts.
   const std::uint64_t capacity = 2 * offheap_bench::kW1Entries * 104;
   std::uint64_t bytes = 0;

@@ -100,9 +100,13 @@
 // record in place (put(key, size, fill), put_if_absent(key, size, fill),
 // the gather put, and codecs' encode under put_as): a reader still holding
 // the slot's old location may load those words while they are written, and
-// the stamps decide. Everything else is checked: lookups, stamp checks, the
-// copies made by get, get_value, get_as, for_each and scan, writers,
-// reclamation, and the caller's code around the callbacks.
+// the stamps decide. Nor the loads of the bytes that get, get_value,
+// get_as, get_all, for_each and scan copy out (values, and a walk's keys:
+// plain 16-byte loads,
+// validated by the stamps in the same way; record::copy_out). Everything
+// else is checked: lookups, key comparisons, stamp checks, the copies'
+// lengths and destinations, writers, reclamation, and the caller's code
+// around the callbacks.
 #pragma once
 
 #include <offheap/codec.hpp>
@@ -572,8 +576,10 @@ class OffHeapStore {
   /// Returns: whether key was present. Thread safety: lock-free.
   [[gnu::always_inline]] bool get(std::string_view key, std::string& out) const {
     return e_.find(key, true, [&](detail::Location, const std::byte* rec,
-                               const detail::record::Meta& m, std::uint64_t stamp) {
-      out.resize(m.value_len);
+                               const detail::record::Meta& m, std::uint64_t stamp) __attribute__((always_inline)) {
+      // (A value of the length out already has, as in a loop of gets of
+      // one size, needs no call.)
+      if (out.size() != m.value_len) out.resize(m.value_len);
       detail::record::copy_out(out.data(), rec, m.key_len, m.value_len);
       return detail::record::validate(rec, stamp);
     });

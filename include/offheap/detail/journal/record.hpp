@@ -61,6 +61,7 @@
 #include <offheap/detail/memory/atomic_word.hpp>
 #include <offheap/detail/journal/crc32c.hpp>
 #include <offheap/detail/index/location.hpp>
+#include <offheap/detail/memory/os.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -69,6 +70,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 
 namespace offheap::detail {
 
@@ -182,7 +184,7 @@ inline void end_write(std::byte* rec, std::uint64_t new_stamp) noexcept {
 /// Stores bytes a[0..na) followed by b[0..nb) into aligned words starting at
 /// dst, zero-filling the last word's tail. Relaxed stores; the caller brackets
 /// them with begin_write/end_write.
-inline void store_concat(std::uint64_t* dst, const char* a, std::size_t na, const char* b,
+[[gnu::always_inline]] inline void store_concat(std::uint64_t* dst, const char* a, std::size_t na, const char* b,
                          std::size_t nb) noexcept {
   std::size_t i = 0;
   for (; (i + 1) * 8 <= na; ++i) store_relaxed(dst + i, load_u64(a + i * 8));
@@ -229,15 +231,30 @@ inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view
   end_write(rec, new_stamp);
 }
 
-/// Rewrites a live record's value in place; the key stays where it is, and
-/// the prev-free and policy bits carry over.
-/// (Anonymous stores only: no checksum.)
-inline void rewrite_value(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
+/// Rewrites a live record's value in place; the key stays where it is
+/// (`key` is the record's own: of its words only the one that holds the
+/// key's last bytes beside the value's first is stored again), and the
+/// prev-free and policy bits carry over. The record ends as write_live()
+/// would leave it. (Anonymous stores only: no checksum.)
+[[gnu::always_inline]] inline void rewrite_value(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
                           std::string_view value, std::uint8_t type, std::uint64_t capacity,
                           std::uint64_t deadline = 0) noexcept {
   const Meta old = Meta::decode(load_relaxed(word_at(rec + 8)));
-  write_live(rec, new_stamp, key, value, type, capacity, old.prev_free(), old.policy_bits(), 0,
-             State::live, deadline);
+  const std::uint64_t slack = (capacity - payload_for(key.size(), value.size())) / 8;
+  begin_write(rec, new_stamp);
+  const Meta m{static_cast<std::uint32_t>(value.size()), static_cast<std::uint16_t>(key.size()),
+               Meta::make_flags(State::live, slack, old.prev_free(), old.policy_bits()), type};
+  store_relaxed(word_at(rec + 8), m.encode());
+  store_relaxed(word_at(rec + 16), deadline != 0 ? kDeadlineFlag : 0);
+  std::uint64_t* payload = payload_words(rec);
+  if (key.size() + value.size() == 0) {
+    store_relaxed(payload, 0);
+  } else {
+    const std::size_t whole = key.size() / 8;  // key words that stay as they are
+    store_concat(payload + whole, key.data() + whole * 8, key.size() - whole * 8, value.data(), value.size());
+  }
+  if (deadline != 0) store_relaxed(payload + deadline_offset(key.size(), value.size()) / 8, deadline);
+  end_write(rec, new_stamp);
 }
 
 /// Turns the slot at `rec` into a free record of `capacity` payload bytes
@@ -381,16 +398,16 @@ inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec,
 // ---- reader side ----------------------------------------------------------
 
 /// First load of a read: pairs with end_write's release store.
-inline std::uint64_t read_stamp(const std::byte* rec) noexcept {
+[[gnu::always_inline]] inline std::uint64_t read_stamp(const std::byte* rec) noexcept {
   return load_acquire(stamp_word(rec));
 }
-inline Meta read_meta(const std::byte* rec) noexcept {
+[[gnu::always_inline]] inline Meta read_meta(const std::byte* rec) noexcept {
   return Meta::decode(load_relaxed(word_at(rec + 8)));
 }
 /// True when nothing was written to the record since `stamp` was read. The
 /// acquire fence pairs with begin_write's release fence: relaxed loads made
 /// before it cannot be reordered after the second stamp load.
-inline bool validate(const std::byte* rec, std::uint64_t stamp) noexcept {
+[[gnu::always_inline]] inline bool validate(const std::byte* rec, std::uint64_t stamp) noexcept {
   std::atomic_thread_fence(std::memory_order_acquire);
 #if defined(OFFHEAP_TESTING_NO_SECOND_STAMP_CHECK)
   // Test-only build (tests/torn_read_test.cpp): accepts whatever was read,
@@ -402,17 +419,30 @@ inline bool validate(const std::byte* rec, std::uint64_t stamp) noexcept {
   return load_relaxed(stamp_word(rec)) == stamp;
 #endif
 }
-inline bool stamp_is_stable(std::uint64_t stamp) noexcept {
+[[gnu::always_inline]] inline bool stamp_is_stable(std::uint64_t stamp) noexcept {
   return stamp != 0 && (stamp & 1) == 0;
 }
 
 /// Compares the first key.size() bytes of the record's payload with `key`,
 /// reading whole words. The caller has compared the key length from the
-/// header and bounds-checked the payload.
+/// header and bounds-checked the payload (which holds at least
+/// kMinPayload bytes).
 [[gnu::always_inline]] inline bool key_equals(const std::byte* rec, std::string_view key) noexcept {
   const std::uint64_t* w = payload_words(rec);
   const char* k = key.data();
   std::size_t n = key.size();
+  if (n <= 16) [[likely]] {
+    // Keys of up to two words, without a loop: a payload holds at least
+    // kMinPayload (16) bytes, so both words lie inside the record; the
+    // key's bytes are read with loads that stay inside key.
+    if (n > 8) {
+      const unsigned drop = 8 * (16 - static_cast<unsigned>(n));  // bytes of word 1 past the key, in bits
+      const std::uint64_t tail = load_u64(k + n - 8) >> drop;      // the key's bytes [8, n)
+      return ((load_relaxed(w) ^ load_u64(k)) | ((load_relaxed(w + 1) & (~std::uint64_t{0} >> drop)) ^ tail)) == 0;
+    }
+    if (n == 0) return true;
+    return (load_relaxed(w) & (~std::uint64_t{0} >> (64 - 8 * n))) == load_partial(k, n);
+  }
   for (; n >= 16; n -= 16, k += 16, w += 2) {
     if (((load_relaxed(w) ^ load_u64(k)) | (load_relaxed(w + 1) ^ load_u64(k + 8))) != 0) {
       return false;
@@ -428,35 +458,23 @@ inline bool stamp_is_stable(std::uint64_t stamp) noexcept {
   return (load_relaxed(w) & mask) == load_partial(k, n);
 }
 
-/// copy_out() from a payload offset that is not a multiple of 8: each
-/// output word joins the tail of one payload word and the head of the next.
-[[gnu::noinline]] inline void copy_out_shifted(char* dst, const std::byte* rec, std::size_t from,
-                                               std::size_t n) noexcept {
-  const std::uint64_t* w = payload_words(rec) + from / 8;
-  const std::size_t skip = from % 8;
-  const std::size_t have = 8 - skip;  // bytes of x still to emit, 1-7
-  std::uint64_t x = load_relaxed(w++) >> (8 * skip);
-  while (n >= 8) {
-    const std::uint64_t y = load_relaxed(w++);
-    const std::uint64_t out = x | y << (8 * have);
-    std::memcpy(dst, &out, 8);
-    dst += 8;
-    n -= 8;
-    x = y >> (8 * skip);
-  }
-  if (n == 0) return;
-  if (n > have) x |= load_relaxed(w) << (8 * have);
-  store_partial(dst, x, n);
-}
-
 /// Whether the header `m` (read from `rec`, `avail` bytes of chunk from
 /// there) is a live record of `key` whose key and value lie inside the
 /// chunk. Lengths are checked before the key is compared; the caller
-/// validates the stamp afterwards.
+/// validates the stamp afterwards. Requires: avail >= kMinRecord (as
+/// resolve() with kMinRecord returns it).
 [[gnu::always_inline]] inline bool is_live_record_of(const std::byte* rec, const Meta& m,
                                                      std::uint64_t avail, std::string_view key) noexcept {
-  return m.state() == State::live && m.key_len == key.size() &&
-         kHeaderBytes + payload_for(m.key_len, m.value_len) <= avail && key_equals(rec, key);
+  // The state and the key length in one comparison (flags bits 0-1 above
+  // the 16-bit key length).
+  const std::uint64_t state_and_len = std::uint64_t{m.flags & 3u} << 16 | m.key_len;
+  // payload_for(key, value) <= avail - kHeaderBytes without its rounding:
+  // the record starts on a word, so the payload's words fit in the chunk
+  // exactly when key and value fit in the chunk's whole words from there;
+  // payload_for's 16-byte minimum fits as avail >= kMinRecord.
+  return state_and_len == (std::uint64_t{static_cast<unsigned>(State::live)} << 16 | key.size()) &&
+         kHeaderBytes + std::uint64_t{m.key_len} + m.value_len <= (avail & ~std::uint64_t{7}) &&
+         key_equals(rec, key);
 }
 
 /// The deadline of the live record `rec` whose header `m` was read from it
@@ -474,30 +492,51 @@ inline bool stamp_is_stable(std::uint64_t stamp) noexcept {
   return d == 0 ? 1 : d;
 }
 
-/// Copies n bytes starting `from` bytes into the payload, word by word with
-/// relaxed loads, into dst (caller-owned). The caller has bounds-checked; no
-/// word past the one holding the last byte is read. Inline for a value that
-/// starts on a word (a key of a multiple of 8 bytes).
+/// Copies n bytes starting `from` bytes into the payload into dst
+/// (caller-owned), reading exactly those bytes. The caller has
+/// bounds-checked them and validates the stamp afterwards.
+///
+/// Plain loads, not the relaxed atomics of every other word a reader
+/// loads: the bytes are a value or a key, which a reader only copies (as
+/// Engine::call_in_place hands them to a callback), and only a copy that
+/// the stamp validates afterwards counts (the acquire fence in validate()
+/// keeps these loads before the stamp's second load); 16 bytes at a time
+/// where 8-byte atomics would go word by word. ThreadSanitizer builds
+/// ignore them (TsanIgnoreAccesses), as they ignore a callback's.
 [[gnu::always_inline]] inline void copy_out(char* dst, const std::byte* rec, std::size_t from,
                                             std::size_t n) noexcept {
-  if (from % 8 != 0) {
-    if (n != 0) copy_out_shifted(dst, rec, from, n);
-    return;
+  const char* src = reinterpret_cast<const char*>(rec + kHeaderBytes + from);
+  const TsanIgnoreAccesses seqlock_race;
+  // Up to 64 bytes inline, in loads that overlap rather than loop.
+  const auto copy = [&](std::size_t at, auto width) {
+    char b[decltype(width)::value];
+    std::memcpy(b, src + at, sizeof b);
+    std::memcpy(dst + at, b, sizeof b);
+  };
+  using W16 = std::integral_constant<std::size_t, 16>;
+  using W8 = std::integral_constant<std::size_t, 8>;
+  using W4 = std::integral_constant<std::size_t, 4>;
+  if (n > 64) {
+    std::memcpy(dst, src, n);
+  } else if (n > 32) {
+    copy(0, W16{});
+    copy(16, W16{});
+    copy(n - 32, W16{});
+    copy(n - 16, W16{});
+  } else if (n > 16) {
+    copy(0, W16{});
+    copy(n - 16, W16{});
+  } else if (n >= 8) {
+    copy(0, W8{});
+    copy(n - 8, W8{});
+  } else if (n >= 4) {
+    copy(0, W4{});
+    copy(n - 4, W4{});
+  } else if (n != 0) {
+    dst[0] = src[0];
+    dst[n / 2] = src[n / 2];
+    dst[n - 1] = src[n - 1];
   }
-  const std::uint64_t* w = payload_words(rec) + from / 8;
-  for (; n >= 32; n -= 32, dst += 32, w += 4) {  // unrolled: atomics do not vectorize
-    const std::uint64_t x0 = load_relaxed(w), x1 = load_relaxed(w + 1);
-    const std::uint64_t x2 = load_relaxed(w + 2), x3 = load_relaxed(w + 3);
-    std::memcpy(dst, &x0, 8);
-    std::memcpy(dst + 8, &x1, 8);
-    std::memcpy(dst + 16, &x2, 8);
-    std::memcpy(dst + 24, &x3, 8);
-  }
-  for (; n >= 8; n -= 8, dst += 8) {
-    const std::uint64_t x = load_relaxed(w++);
-    std::memcpy(dst, &x, 8);
-  }
-  if (n) store_partial(dst, load_relaxed(w), n);
 }
 
 }  // namespace record

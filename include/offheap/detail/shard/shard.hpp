@@ -711,6 +711,12 @@ class alignas(64) Shard {
   Computed write_locked(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
                         Mode mode, std::string_view expected, std::uint64_t deadline, KeySeen& seen,
                         const ValueFill* fill = nullptr);
+  /// write()'s common case, taken before anything else: an upsert or a
+  /// replace, without fill or deadline, of a key present in an anonymous
+  /// store that updates in place, whose record has no deadline and a
+  /// capacity the new value fits without a free remainder. Rewrites the
+  /// value where it is; false (nothing done) for every other case.
+  bool overwrite_in_place(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type);
   /// A fill write's value, written by `fill` into the slot just allocated
   /// for it; if fill throws, the slot is freed again and the exception goes on.
   std::string_view fill_slot(const Slot& s, std::size_t key_len, const ValueFill& fill);

@@ -46,6 +46,12 @@ template <class P>
 Computed Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
                          Mode mode, std::string_view expected, std::uint64_t deadline, const ValueFill* fill) {
   const WriteLock guard(*this);
+  if constexpr (kInPlace && !kEvicts) {
+    if ((mode == Mode::upsert || mode == Mode::replace) && fill == nullptr && deadline == 0 &&
+        overwrite_in_place(key, h, value, type)) [[likely]] {
+      return Computed::updated;
+    }
+  }
   // Bounds what one write may evict or sweep for the limit when that does
   // not bring the room it lacks.
   std::uint64_t rounds = 0;
@@ -66,6 +72,31 @@ Computed Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view
       }
     }
   }
+}
+
+template <class P>
+bool Shard<P>::overwrite_in_place(std::string_view key, std::uint64_t h, std::string_view value,
+                                  std::uint8_t type) {
+  // What write_locked() would do in this case, less what does not apply:
+  // no migration step due, no listener to retire the old record for, no
+  // checksum, no deadline on either side (so nothing expired, nothing to
+  // schedule), no policy to tell.
+  if (durable_ || removals_.on() || index_.migrating()) return false;
+  const Index::Found f = find_for_write(key, h);
+  if (!f.found) return false;
+  const Location at = index_.location(f.slot);
+  std::byte* rec = journal_.at(at);
+  const record::Meta m = record::read_meta(rec);
+  if (record::deadline_of(rec, m, record::kHeaderBytes + m.capacity()) != 0) return false;
+  const std::uint64_t cap = m.capacity();
+  const std::uint64_t need = record::payload_for(key.size(), value.size());
+  if (need > cap || cap - need >= record::kMinRecord) return false;  // a remainder to free: rewrite_in_place()
+  ++replaced_;
+  record::rewrite_value(rec, next_stamp(), key, value, type, cap);
+  key_value_bytes_ += value.size();
+  key_value_bytes_ -= m.value_len;
+  ++puts_;
+  return true;
 }
 
 template <class P>

@@ -45,26 +45,11 @@ namespace {
 
 using offheap_bench::w1_inputs;
 
-/// --puts: overwrites of resident keys (W1's put) instead of gets.
-bool g_puts = false;
-
-template <class Get, class Put>
-std::uint64_t run_loop(std::uint64_t gets, Get&& get, Put&& put) {
+template <class Get>
+std::uint64_t run_loop(std::uint64_t gets, Get&& get) {
   const auto& in = w1_inputs();
   std::string out;
   std::uint64_t bytes = 0;
-  if (g_puts) {
-    CALLGRIND_START_INSTRUMENTATION;
-    for (std::uint64_t i = 0; i < gets; ++i) {
-      put(in.keys.key(in.uniform.at(i)), in.values[i % in.values.size()]);
-    }
-    CALLGRIND_STOP_INSTRUMENTATION;
-    // Every key is still there, with a whole value.
-    for (std::uint64_t i = 0; i < gets; ++i) {
-      if (get(in.keys.key(in.uniform.at(i)), out)) bytes += out.size();
-    }
-    return bytes;
-  }
   CALLGRIND_START_INSTRUMENTATION;
   for (std::uint64_t i = 0; i < gets; ++i) {
     if (get(in.keys.key(in.uniform.at(i)), out)) bytes += out.size();
@@ -72,6 +57,25 @@ std::uint64_t run_loop(std::uint64_t gets, Get&& get, Put&& put) {
   CALLGRIND_STOP_INSTRUMENTATION;
   return bytes;
 }
+
+/// --puts: that many W1 puts (overwrites of resident keys) measured, then
+/// the gets that check them (every key still there, with a whole value),
+/// unmeasured. Out of line, so that the get loop compiles as without it.
+template <class Get, class Put>
+[[gnu::noinline]] std::uint64_t run_put_loop(std::uint64_t puts, Get get, Put put) {
+  const auto& in = w1_inputs();
+  CALLGRIND_START_INSTRUMENTATION;
+  for (std::uint64_t i = 0; i < puts; ++i) put(in.keys.key(in.uniform.at(i)), in.values[i % in.values.size()]);
+  CALLGRIND_STOP_INSTRUMENTATION;
+  std::string out;
+  std::uint64_t bytes = 0;
+  for (std::uint64_t i = 0; i < puts; ++i) {
+    if (get(in.keys.key(in.uniform.at(i)), out)) bytes += out.size();
+  }
+  return bytes;
+}
+
+bool g_puts = false;
 
 template <class Store>
 std::uint64_t offheap_subject(std::uint64_t gets, std::uint64_t capacity) {
@@ -87,8 +91,11 @@ std::uint64_t offheap_subject(std::uint64_t gets, std::uint64_t capacity) {
                  static_cast<unsigned long long>(s.size()), static_cast<unsigned long long>(in.keys.size()));
     std::exit(1);
   }
-  return run_loop(gets, [&](std::string_view k, std::string& out) { return s.get(k, out); },
-                  [&](std::string_view k, std::string_view v) { s.put(k, v); });
+  if (g_puts) {
+    return run_put_loop(gets, [&](std::string_view k, std::string& out) { return s.get(k, out); },
+                        [&](std::string_view k, std::string_view v) { s.put(k, v); });
+  }
+  return run_loop(gets, [&](std::string_view k, std::string& out) { return s.get(k, out); });
 }
 
 /// A hash map configured as offheap_bench runs it (subjects.hpp: reserved,
@@ -99,8 +106,11 @@ std::uint64_t map_subject(std::uint64_t gets) {
   Subject m(offheap_bench::kW1Entries);
   typename Subject::Session session(m);
   for (std::uint64_t i = 0; i < in.keys.size(); ++i) m.put(session, in.keys.key(i), in.values[i % in.values.size()]);
-  return run_loop(gets, [&](std::string_view k, std::string& out) { return m.get(session, k, out); },
-                  [&](std::string_view k, std::string_view v) { m.put(session, k, v); });
+  if (g_puts) {
+    return run_put_loop(gets, [&](std::string_view k, std::string& out) { return m.get(session, k, out); },
+                        [&](std::string_view k, std::string_view v) { m.put(session, k, v); });
+  }
+  return run_loop(gets, [&](std::string_view k, std::string& out) { return m.get(session, k, out); });
 }
 
 }  // namespace

@@ -3,9 +3,14 @@
 """Instructions per W1 get by stage, from callgrind profiles of
 offheap_get_loop (bench/get_loop.cpp), one profile per subject.
 
+  # line tables are needed (the release preset has none):
+  cmake -S . -B build/prof -DCMAKE_BUILD_TYPE=Release \\
+        -DCMAKE_CXX_FLAGS_RELEASE="-O3 -DNDEBUG -g" \\
+        -DOFFHEAP_BUILD_TESTS=OFF -DOFFHEAP_BUILD_EXAMPLES=OFF
+  cmake --build build/prof --target offheap_get_loop
   for s in store cache lru tinylfu absl boost; do
     valgrind --tool=callgrind --instr-atstart=no \\
-        --callgrind-out-file=get.$s.out build/release/bench/offheap_get_loop $s 2097152
+        --callgrind-out-file=get.$s.out build/prof/bench/offheap_get_loop $s 2097152
   done
   python3 bench/stage_table.py --gets=2097152 get.*.out
 

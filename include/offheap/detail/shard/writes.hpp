@@ -46,10 +46,14 @@ template <class P>
 Computed Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view value, std::uint8_t type,
                          Mode mode, std::string_view expected, std::uint64_t deadline, const ValueFill* fill) {
   const WriteLock guard(*this);
+  // The key's look, when the short path made it (else write_locked() does).
+  Index::Found looked{};
+  bool have_look = false;
   if constexpr (kInPlace && !kEvicts) {
-    if ((mode == Mode::upsert || mode == Mode::replace) && fill == nullptr && deadline == 0 &&
-        overwrite_in_place(key, h, value, type)) [[likely]] {
-      return Computed::updated;
+    if ((mode == Mode::upsert || mode == Mode::replace) && fill == nullptr && deadline == 0) {
+      const InPlace r = overwrite_in_place(key, h, value, type, looked);
+      if (r == InPlace::done) [[likely]] return Computed::updated;
+      have_look = r == InPlace::looked;
     }
   }
   // Bounds what one write may evict or sweep for the limit when that does
@@ -60,7 +64,7 @@ Computed Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view
   KeySeen& seen = own.seen();
   for (;;) {
     try {
-      return write_locked(key, h, value, type, mode, expected, deadline, seen, fill);
+      return write_locked(key, h, value, type, mode, expected, deadline, seen, fill, have_look ? &looked : nullptr);
     } catch (const LimitReached& e) {
       // (write_locked() throws only before it changes anything, and the
       // key itself may have been evicted since its look: it goes on with
@@ -75,28 +79,32 @@ Computed Shard<P>::write(std::string_view key, std::uint64_t h, std::string_view
 }
 
 template <class P>
-bool Shard<P>::overwrite_in_place(std::string_view key, std::uint64_t h, std::string_view value,
-                                  std::uint8_t type) {
+typename Shard<P>::InPlace Shard<P>::overwrite_in_place(std::string_view key, std::uint64_t h,
+                                                        std::string_view value, std::uint8_t type,
+                                                        Index::Found& f) {
   // What write_locked() would do in this case, less what does not apply:
   // no migration step due, no listener to retire the old record for, no
   // checksum, no deadline on either side (so nothing expired, nothing to
-  // schedule), no policy to tell.
-  if (durable_ || removals_.on() || index_.migrating()) return false;
-  const Index::Found f = find_for_write(key, h);
-  if (!f.found) return false;
+  // schedule), no policy to tell. (find_for_write() is find_intact() here:
+  // the store is anonymous.)
+  if (durable_ || removals_.on() || index_.migrating()) return InPlace::not_looked;
+  f = find_for_write(key, h);
+  if (!f.found) return InPlace::looked;  // an insert: write_locked() goes on from this look
   const Location at = index_.location(f.slot);
   std::byte* rec = journal_.at(at);
   const record::Meta m = record::read_meta(rec);
-  if (record::deadline_of(rec, m, record::kHeaderBytes + m.capacity()) != 0) return false;
+  if (record::deadline_of(rec, m, record::kHeaderBytes + m.capacity()) != 0) return InPlace::looked;
   const std::uint64_t cap = m.capacity();
   const std::uint64_t need = record::payload_for(key.size(), value.size());
-  if (need > cap || cap - need >= record::kMinRecord) return false;  // a remainder to free: rewrite_in_place()
+  // A value that does not fit, or leaves a remainder to free
+  // (rewrite_in_place()): the general path.
+  if (need > cap || cap - need >= record::kMinRecord) return InPlace::looked;
   ++replaced_;
   record::rewrite_value(rec, next_stamp(), key, value, type, cap);
   key_value_bytes_ += value.size();
   key_value_bytes_ -= m.value_len;
   ++puts_;
-  return true;
+  return InPlace::done;
 }
 
 template <class P>
@@ -137,7 +145,8 @@ bool Shard<P>::room_for_retry(const LimitReached& e, std::uint64_t need, std::ui
 template <class P>
 Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::string_view value,
                                 std::uint8_t type, Mode mode, std::string_view expected,
-                                std::uint64_t deadline, KeySeen& seen, const ValueFill* fill) {
+                                std::uint64_t deadline, KeySeen& seen, const ValueFill* fill,
+                                const Index::Found* looked) {
   // A migration's step first: slot numbers found below stay valid for
   // the rest of the write (no step or growth comes between).
   if (index_.migrating()) [[unlikely]] IndexGrowth<Shard>::migrate_index(*this);
@@ -146,7 +155,12 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
   Index::Found f{};
   const bool fresh = !seen.looked;
   if (fresh) {
-    f = look_at_key(key, h, seen);
+    if (looked != nullptr) {
+      f = *looked;  // write()'s short path looked, under this hold of the lock
+      note_key(f, seen);
+    } else {
+      f = look_at_key(key, h, seen);
+    }
     // A record whose deadline has passed is absent: insert writes over it
     // (it leaves as expired), replace finds nothing to replace.
     if (seen.present() ? mode == Mode::insert : (mode == Mode::replace || mode == Mode::replace_if)) {
@@ -257,6 +271,12 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
 template <class P>
 Index::Found Shard<P>::look_at_key(std::string_view key, std::uint64_t h, KeySeen& seen) {
   const Index::Found f = find_intact(key, h);
+  note_key(f, seen);
+  return f;
+}
+
+template <class P>
+void Shard<P>::note_key(const Index::Found& f, KeySeen& seen) {
   seen.looked = true;
   if (f.found) {
     const Location at = index_.location(f.slot);
@@ -268,7 +288,6 @@ Index::Found Shard<P>::look_at_key(std::string_view key, std::uint64_t h, KeySee
     seen.loc = at.raw();
     seen.bytes = record::kHeaderBytes + m.capacity();
   }
-  return f;
 }
 
 template <class P>

@@ -210,7 +210,10 @@ inline void end_write(std::byte* rec, std::uint64_t new_stamp) noexcept {
 /// more). `word2`: the checksum (0 in anonymous stores); the expiry half is
 /// set here from `deadline` (0: none). `state`: live, or dead (a removal's
 /// marker, which holds the key and no value: see Shard::erase).
-inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
+/// Out of line: store_concat() is inlined into it, and GCC, inlining both
+/// into a caller with literal keys, warns of the word loads of branches
+/// that those lengths never take (-Warray-bounds).
+[[gnu::noinline]] inline void write_live(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
                        std::string_view value, std::uint8_t type, std::uint64_t capacity,
                        bool prev_free, std::uint8_t policy_bits = 0, std::uint64_t word2 = 0,
                        State state = State::live, std::uint64_t deadline = 0) noexcept {

@@ -306,8 +306,11 @@ class S3Fifo {
     const std::uint64_t bytes = small_bytes_ + main_bytes_;
     std::uint64_t want = main_count_;
     if (bytes != 0) {
+      // In double, not long double: this runs at every admit, and x87
+      // arithmetic cost it ~50 instructions; an estimate of a count needs
+      // no more than double's 53 bits.
       const std::uint64_t est = static_cast<std::uint64_t>(
-          static_cast<long double>(capacity_ - small_target_) * count / bytes);
+          static_cast<double>(capacity_ - small_target_) * static_cast<double>(count) / static_cast<double>(bytes));
       if (est > want) want = est;
     }
     if (want == ghost_.capacity()) return;

@@ -366,7 +366,8 @@ class WTinyLfu {
     const std::uint64_t records = nodes_.size() + (bytes != 0 ? 1 : 0);
     const std::uint64_t total = bytes_[kWindow] + main_bytes() + bytes;
     if (records == 0 || total == 0) return capacity_ != 0 ? capacity_ : 1;
-    const long double est = static_cast<long double>(capacity_) * records / total;
+    // In double (an estimate, at every admit: x87's long double costs more).
+    const double est = static_cast<double>(capacity_) * static_cast<double>(records) / static_cast<double>(total);
     return est < 1 ? 1 : static_cast<std::uint64_t>(est);
   }
   /// A sketch for the current estimate once it doubles, or drops to a

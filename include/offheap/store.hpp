@@ -100,13 +100,13 @@
 // record in place (put(key, size, fill), put_if_absent(key, size, fill),
 // the gather put, and codecs' encode under put_as): a reader still holding
 // the slot's old location may load those words while they are written, and
-// the stamps decide. Nor the loads of the bytes that get, get_value,
-// get_as, get_all, for_each and scan copy out (values, and a walk's keys:
-// plain 16-byte loads,
-// validated by the stamps in the same way; record::copy_out). Everything
-// else is checked: lookups, key comparisons, stamp checks, the copies'
-// lengths and destinations, writers, reclamation, and the caller's code
-// around the callbacks.
+// the stamps decide. Nor the copies that get, get_value, get_as,
+// get_all, for_each and scan make (values, and a walk's keys: plain
+// 16-byte loads, validated by the stamps in the same way, and the stores
+// into the caller's buffer; record::copy_out). Everything else is
+// checked: lookups, key comparisons, stamp checks, the sizing of the
+// caller's buffers, writers, reclamation, and the caller's code around
+// the callbacks.
 #pragma once
 
 #include <offheap/codec.hpp>

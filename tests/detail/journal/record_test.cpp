@@ -108,13 +108,39 @@ TEST_CASE("key comparison catches a difference in any byte, including the last",
   CHECK(record::read_meta(a.at(0)).key_len == 3);  // ...the length does not
 }
 
+TEST_CASE("a key longer than a header can say never matches a record, whatever its state", "[record]") {
+  // is_live_record_of compares the state and the key length in one word:
+  // a key of 65,536 + 3 bytes must not pass for a live record's key of 3
+  // bytes (nor 131,072 + 3 for a dead one's), or key_equals would compare
+  // 65,539 bytes of a record that has 16. Here the bytes after the record
+  // all equal the key's, so that a comparison that ran on would match.
+  Area a(1 << 18);
+  std::memset(a.at(0), 'a', (1 << 18));
+  for (const record::State state : {record::State::live, record::State::dead}) {
+    record::write_live(a.at(0), 2, "aaa", std::string(13, 'a'), 0, 16, false, 0, 0, state);
+    const record::Meta m = record::read_meta(a.at(0));
+    REQUIRE(m.key_len == 3);
+    REQUIRE(m.state() == state);
+    for (const std::size_t high : {std::size_t{1} << 16, std::size_t{2} << 16, std::size_t{3} << 16}) {
+      const std::string key(high + 3, 'a');
+      CHECK_FALSE(record::is_live_record_of(a.at(0), m, record::kMinRecord, key));
+    }
+    // (The record itself, found by its own key when live.)
+    CHECK(record::is_live_record_of(a.at(0), m, record::kMinRecord, "aaa") == (state == record::State::live));
+  }
+}
+
 TEST_CASE("copy_out reads any sub-range of a payload", "[record]") {
   Area a(512);
   const std::string value = pattern(200, 'x');
   record::write_live(a.at(0), 2, "", value, 0, record::payload_for(0, 200), false);
   for (std::size_t from = 0; from < 200; from += 3) {
-    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8},
-                          std::size_t{9}, 200 - from}) {
+    // Every branch of copy_out's overlapping copies (1-3, 4-7, 8-16,
+    // 17-32, 33-64 bytes) and the memcpy past 64.
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{4},
+                          std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{15}, std::size_t{16},
+                          std::size_t{17}, std::size_t{31}, std::size_t{32}, std::size_t{33}, std::size_t{63},
+                          std::size_t{64}, std::size_t{65}, 200 - from}) {
       if (from + n > 200) continue;
       std::string out(n, '\0');
       record::copy_out(out.data(), a.at(0), from, n);

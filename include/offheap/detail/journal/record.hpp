@@ -428,16 +428,17 @@ inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec,
 
 /// Compares the first key.size() bytes of the record's payload with `key`,
 /// reading whole words. The caller has compared the key length from the
-/// header and bounds-checked the payload (which holds at least
-/// kMinPayload bytes).
+/// header and bounds-checked the payload, and resolved the record with
+/// at least kMinRecord bytes of chunk from its start.
 [[gnu::always_inline]] inline bool key_equals(const std::byte* rec, std::string_view key) noexcept {
   const std::uint64_t* w = payload_words(rec);
   const char* k = key.data();
   std::size_t n = key.size();
   if (n <= 16) [[likely]] {
-    // Keys of up to two words, without a loop: a payload holds at least
-    // kMinPayload (16) bytes, so both words lie inside the record; the
-    // key's bytes are read with loads that stay inside key.
+    // Keys of up to two words, without a loop: both words lie in the
+    // chunk, as the caller resolved the record with avail >= kMinRecord
+    // (a stale or forged header promises nothing); the key's bytes are
+    // read with loads that stay inside key.
     if (n > 8) {
       const unsigned drop = 8 * (16 - static_cast<unsigned>(n));  // bytes of word 1 past the key, in bits
       const std::uint64_t tail = load_u64(k + n - 8) >> drop;      // the key's bytes [8, n)
@@ -468,14 +469,15 @@ inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec,
 /// resolve() with kMinRecord returns it).
 [[gnu::always_inline]] inline bool is_live_record_of(const std::byte* rec, const Meta& m,
                                                      std::uint64_t avail, std::string_view key) noexcept {
-  // The state and the key length in one comparison (flags bits 0-1 above
-  // the 16-bit key length).
-  const std::uint64_t state_and_len = std::uint64_t{m.flags & 3u} << 16 | m.key_len;
+  // The state and the key length in one comparison: flags bits 0-1 at bit
+  // 56, far above any key.size() (a longer key than the header's 16 bits
+  // can hold never matches a record's, whatever its state).
+  const std::uint64_t state_and_len = std::uint64_t{m.flags & 3u} << 56 | m.key_len;
   // payload_for(key, value) <= avail - kHeaderBytes without its rounding:
   // the record starts on a word, so the payload's words fit in the chunk
   // exactly when key and value fit in the chunk's whole words from there;
   // payload_for's 16-byte minimum fits as avail >= kMinRecord.
-  return state_and_len == (std::uint64_t{static_cast<unsigned>(State::live)} << 16 | key.size()) &&
+  return state_and_len == (std::uint64_t{static_cast<unsigned>(State::live)} << 56 | key.size()) &&
          kHeaderBytes + std::uint64_t{m.key_len} + m.value_len <= (avail & ~std::uint64_t{7}) &&
          key_equals(rec, key);
 }
@@ -502,10 +504,11 @@ inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec,
 /// Plain loads, not the relaxed atomics of every other word a reader
 /// loads: the bytes are a value or a key, which a reader only copies (as
 /// Engine::call_in_place hands them to a callback), and only a copy that
-/// the stamp validates afterwards counts (the acquire fence in validate()
-/// keeps these loads before the stamp's second load); 16 bytes at a time
-/// where 8-byte atomics would go word by word. ThreadSanitizer builds
-/// ignore them (TsanIgnoreAccesses), as they ignore a callback's.
+/// the stamp validates afterwards counts (TsanIgnoreAccesses' compiler
+/// barrier and validate()'s acquire fence keep these loads before the
+/// stamp's second load; no length is taken from the bytes copied); 16 bytes at a time where 8-byte
+/// atomics would go word by word. ThreadSanitizer builds ignore them, and
+/// the stores into dst (TsanIgnoreAccesses), as they ignore a callback's.
 [[gnu::always_inline]] inline void copy_out(char* dst, const std::byte* rec, std::size_t from,
                                             std::size_t n) noexcept {
   const char* src = reinterpret_cast<const char*>(rec + kHeaderBytes + from);
@@ -540,6 +543,8 @@ inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec,
     dst[n / 2] = src[n / 2];
     dst[n - 1] = src[n - 1];
   }
+  // (seqlock_race's end is a compiler barrier: these loads stay before the
+  // stamp's second load.)
 }
 
 }  // namespace record

@@ -214,13 +214,24 @@ inline void asan_poison_or_unmap(void* p, std::uint64_t bytes, const StoreName& 
 /// race: a reader's callback reads record bytes a writer may be rewriting,
 /// and the stamps, checked after the callback, decide whether what it read
 /// counts. Elsewhere an empty object.
+///
+/// In every build its end is a compiler barrier: the plain loads made
+/// while it was alive stay before what follows, the stamp's second load
+/// (record::validate) included. validate()'s acquire fence orders only
+/// atomic reads in the standard's terms; the barrier emits nothing (x86-64
+/// keeps loads in order, and the fence's instruction orders them on weaker
+/// CPUs).
 class TsanIgnoreAccesses {
  public:
 #if defined(OFFHEAP_TSAN)
   TsanIgnoreAccesses() noexcept { ::AnnotateIgnoreReadsBegin(__FILE__, __LINE__); }
-  ~TsanIgnoreAccesses() { ::AnnotateIgnoreReadsEnd(__FILE__, __LINE__); }
+  ~TsanIgnoreAccesses() {
+    ::AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    __asm__ __volatile__("" ::: "memory");
+  }
 #else
   TsanIgnoreAccesses() noexcept {}  // user-provided: no unused-variable warning
+  ~TsanIgnoreAccesses() { __asm__ __volatile__("" ::: "memory"); }
 #endif
   TsanIgnoreAccesses(const TsanIgnoreAccesses&) = delete;
   TsanIgnoreAccesses& operator=(const TsanIgnoreAccesses&) = delete;

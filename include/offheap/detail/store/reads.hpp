@@ -15,7 +15,6 @@
 #include <array>
 #include <bit>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -81,8 +80,7 @@ template <Policy P>
 template <class T>
 std::optional<T> Reads<P>::get_value(std::string_view key) const {
   constexpr std::uint8_t tag = value_type_tag<T>();
-  // Whole words of room: copy_out stores 8 bytes at a time.
-  std::array<char, (sizeof(T) + 7) / 8 * 8> bytes{};
+  std::array<char, sizeof(T)> bytes{};
   std::uint8_t found_tag = 0;
   std::uint32_t found_len = 0;
   const bool hit = e_.find(key, true, [&](Location, const std::byte* rec,
@@ -102,9 +100,7 @@ std::optional<T> Reads<P>::get_value(std::string_view key) const {
                     std::to_string(sizeof(T)) + " bytes; the record holds type tag " +
                     std::to_string(found_tag) + " of " + std::to_string(found_len) + " bytes");
   }
-  std::array<char, sizeof(T)> exact;
-  std::memcpy(exact.data(), bytes.data(), sizeof(T));
-  return std::bit_cast<T>(exact);
+  return std::bit_cast<T>(bytes);
 }
 
 template <Policy P>

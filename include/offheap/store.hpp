@@ -577,10 +577,7 @@ class OffHeapStore {
   [[gnu::always_inline]] bool get(std::string_view key, std::string& out) const {
     return e_.find(key, true, [&](detail::Location, const std::byte* rec,
                                const detail::record::Meta& m, std::uint64_t stamp) __attribute__((always_inline)) {
-      // (A value of the length out already has, as in a loop of gets of
-      // one size, needs no call.)
-      if (out.size() != m.value_len) out.resize(m.value_len);
-      detail::record::copy_out(out.data(), rec, m.key_len, m.value_len);
+      Engine::copy_value(out, rec, m);
       return detail::record::validate(rec, stamp);
     });
   }

@@ -205,6 +205,31 @@ inline void end_write(std::byte* rec, std::uint64_t new_stamp) noexcept {
   if (off < nb) store_relaxed(dst + i, load_partial(b + off, nb - off));
 }
 
+/// write_live() and rewrite_value(): the record written whole but for its
+/// first `kept_key_words` words of key, which hold `key`'s bytes already.
+[[gnu::always_inline]] inline void store_live(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
+                                              std::string_view value, std::uint8_t type,
+                                              std::uint64_t capacity, bool prev_free, std::uint8_t policy_bits,
+                                              std::uint64_t word2, State state, std::uint64_t deadline,
+                                              std::size_t kept_key_words) noexcept {
+  if (deadline != 0) word2 = (word2 & 0xFFFFFFFFu) | kDeadlineFlag;
+  const std::uint64_t slack = (capacity - payload_for(key.size(), value.size())) / 8;
+  begin_write(rec, new_stamp);
+  const Meta m{static_cast<std::uint32_t>(value.size()), static_cast<std::uint16_t>(key.size()),
+               Meta::make_flags(state, slack, prev_free, policy_bits), type};
+  store_relaxed(word_at(rec + 8), m.encode());
+  store_relaxed(word_at(rec + 16), word2);
+  std::uint64_t* payload = payload_words(rec);
+  if (key.size() + value.size() == 0) {
+    store_relaxed(payload, 0);
+  } else {
+    const std::size_t kept = kept_key_words * 8;
+    store_concat(payload + kept_key_words, key.data() + kept, key.size() - kept, value.data(), value.size());
+  }
+  if (deadline != 0) store_relaxed(payload + deadline_offset(key.size(), value.size()) / 8, deadline);
+  end_write(rec, new_stamp);
+}
+
 /// Writes a live record at `rec` with the given payload capacity (at least
 /// payload_for(key, value, deadline != 0), at most kMaxSlackWords words
 /// more). `word2`: the checksum (0 in anonymous stores); the expiry half is
@@ -217,47 +242,21 @@ inline void end_write(std::byte* rec, std::uint64_t new_stamp) noexcept {
                        std::string_view value, std::uint8_t type, std::uint64_t capacity,
                        bool prev_free, std::uint8_t policy_bits = 0, std::uint64_t word2 = 0,
                        State state = State::live, std::uint64_t deadline = 0) noexcept {
-  if (deadline != 0) word2 = (word2 & 0xFFFFFFFFu) | kDeadlineFlag;
-  const std::uint64_t slack = (capacity - payload_for(key.size(), value.size())) / 8;
-  begin_write(rec, new_stamp);
-  const Meta m{static_cast<std::uint32_t>(value.size()), static_cast<std::uint16_t>(key.size()),
-               Meta::make_flags(state, slack, prev_free, policy_bits), type};
-  store_relaxed(word_at(rec + 8), m.encode());
-  store_relaxed(word_at(rec + 16), word2);
-  std::uint64_t* payload = payload_words(rec);
-  if (key.size() + value.size() == 0) {
-    store_relaxed(payload, 0);
-  } else {
-    store_concat(payload, key.data(), key.size(), value.data(), value.size());
-  }
-  if (deadline != 0) store_relaxed(payload + deadline_offset(key.size(), value.size()) / 8, deadline);
-  end_write(rec, new_stamp);
+  store_live(rec, new_stamp, key, value, type, capacity, prev_free, policy_bits, word2, state, deadline, 0);
 }
 
 /// Rewrites a live record's value in place; the key stays where it is
 /// (`key` is the record's own: of its words only the one that holds the
 /// key's last bytes beside the value's first is stored again), and the
 /// prev-free and policy bits carry over. The record ends as write_live()
-/// would leave it. (Anonymous stores only: no checksum.)
+/// would leave it. (Anonymous stores only: no checksum.) Inline, unlike
+/// write_live(): the overwrite's short path (Shard::overwrite_in_place).
 [[gnu::always_inline]] inline void rewrite_value(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
                           std::string_view value, std::uint8_t type, std::uint64_t capacity,
                           std::uint64_t deadline = 0) noexcept {
   const Meta old = Meta::decode(load_relaxed(word_at(rec + 8)));
-  const std::uint64_t slack = (capacity - payload_for(key.size(), value.size())) / 8;
-  begin_write(rec, new_stamp);
-  const Meta m{static_cast<std::uint32_t>(value.size()), static_cast<std::uint16_t>(key.size()),
-               Meta::make_flags(State::live, slack, old.prev_free(), old.policy_bits()), type};
-  store_relaxed(word_at(rec + 8), m.encode());
-  store_relaxed(word_at(rec + 16), deadline != 0 ? kDeadlineFlag : 0);
-  std::uint64_t* payload = payload_words(rec);
-  if (key.size() + value.size() == 0) {
-    store_relaxed(payload, 0);
-  } else {
-    const std::size_t whole = key.size() / 8;  // key words that stay as they are
-    store_concat(payload + whole, key.data() + whole * 8, key.size() - whole * 8, value.data(), value.size());
-  }
-  if (deadline != 0) store_relaxed(payload + deadline_offset(key.size(), value.size()) / 8, deadline);
-  end_write(rec, new_stamp);
+  store_live(rec, new_stamp, key, value, type, capacity, old.prev_free(), old.policy_bits(), 0, State::live,
+             deadline, key.size() / 8);
 }
 
 /// Turns the slot at `rec` into a free record of `capacity` payload bytes

@@ -747,19 +747,19 @@ class alignas(64) Shard {
   Journal journal_;
   Index index_;
   FreeLists free_;
-  // Written by every write: apart from what readers load (the index's table
-  // and generation, the journal's chunk table).
   // Set at construction and read by every reader and writer: kept off the
-  // line that writers store to.
+  // line that writers store to (below).
   std::uint32_t number_;
   bool durable_;
   bool verify_;
   std::uint32_t crc_seed_;
   // The writers' line: the lock and what every write updates, in one line
-  // of 64 bytes, so that writers on two cores taking turns at the shard
-  // move one line between them, not three. (64 bytes with a lock of up to
-  // 4 bytes, as the library's policies have; a larger lock of a policy of
-  // yours moves the last counters to the next line: slower, not wrong.)
+  // of 64 bytes apart from what readers load (the index's table and
+  // generation, the journal's chunk table), so that writers on two cores
+  // taking turns at the shard move one line between them, not three. (64
+  // bytes with a lock of up to 4 bytes, as the library's policies have; a
+  // larger lock of a policy of yours moves the last counters to the next
+  // line: slower, not wrong.)
   alignas(64) mutable Lock lock_;
   mutable std::atomic<std::uint32_t> starving_readers_{0};
   std::uint64_t stamp_ = 0;  // the last stamp drawn; even

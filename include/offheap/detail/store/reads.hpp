@@ -183,8 +183,7 @@ std::size_t Reads<P>::get_all(std::span<const std::string_view> keys,
       const bool hit = e_.find(keys[base + i], hash[i], true,
                             [&](Location, const std::byte* rec, const record::Meta& m,
                                 std::uint64_t stamp) {
-                              v.resize(m.value_len);
-                              record::copy_out(v.data(), rec, m.key_len, m.value_len);
+                              Engine::copy_value(v, rec, m);
                               return record::validate(rec, stamp);
                             });
       if (hit) {

@@ -524,6 +524,17 @@ class alignas(64) Shard {
     std::uint64_t capacity;
     bool prev_free;  // the record before the slot is free
   };
+  /// Frees, as a write ends, the record kept for it that it did not take
+  /// (journal/space.hpp, Handover; a cache's writes only).
+  struct HandoverGuard {
+    Shard& s;
+    explicit HandoverGuard(Shard& shard) noexcept : s(shard) {}
+    HandoverGuard(const HandoverGuard&) = delete;
+    HandoverGuard& operator=(const HandoverGuard&) = delete;
+    ~HandoverGuard() {
+      if constexpr (kEvicts) ShardSpace<Shard>::drop_handover(s);
+    }
+  };
 
   /// What a removal needs before it changes anything: periodic, or a
   /// file-backed store whose removals are reported, a dead marker's slot
@@ -770,6 +781,7 @@ class alignas(64) Shard {
   std::uint64_t replaced_ = 0;  // records a write replaced
   std::uint64_t removes_ = 0;
   alignas(64) std::uint64_t writes_since_reclaim_ = 0;
+  Handover handover_;  // the record evicted for the write under way (journal/space.hpp)
   // Syncs and what waits for them (files/durability.hpp).
   friend class ShardDurability<Shard>;
   ShardDurability<Shard> durability_;

@@ -175,15 +175,21 @@ Computed Shard<P>::write_locked(std::string_view key, std::uint64_t h, std::stri
       }
     }
   }
-  const std::uint64_t evictions_before = cache_.evictions();
+  // A record evicted for this write's room, kept for it (space.hpp,
+  // Handover): taken by allocate() below, else freed on the way out.
+  [[maybe_unused]] const HandoverGuard handover(*this);
   if constexpr (kEvicts) {
+    // (Anonymous, no listener: where the removal would free it at once.)
+    if (!durable_ && !removals_.on()) handover_.want = need;
     make_room(record::kHeaderBytes + need, &seen);  // may evict the key's own record
-    reserve_policy();                               // may throw; nothing has changed yet
+    handover_.want = 0;
+    reserve_policy();  // may throw; nothing has changed yet
   }
   if (deadline != 0) expiry_.reserve_one();  // may throw; nothing has changed yet
-  // The slot again if records left since the look (or the look was an
-  // earlier try's).
-  if (!fresh || cache_.evictions() != evictions_before) f = find_intact(key, h);
+  // The slot again if the look was an earlier try's, or the room made
+  // evicted the key's own record. (Evictions of other keys only empty
+  // slots: the key's slot, or the free one found for it, stays as found.)
+  if (!fresh || seen.evicted) f = find_intact(key, h);
   if (f.found) {
     const Location old = index_.location(f.slot);
     std::byte* rec = journal_.at(old);
@@ -407,7 +413,8 @@ int Shard<P>::remove_at(std::uint64_t slot, Location loc, std::byte* rec, const 
       release(loc, rec, cap, m.prev_free());
     }
   } else {
-    release(loc, rec, cap, m.prev_free());
+    // (To the write that makes room, when it evicts: space.hpp, Handover.)
+    ShardSpace<Shard>::release_or_hand_over(*this, loc, rec, cap, m.prev_free());
   }
   records_.store(records_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   if (durable_) journal_.set_records_hint(size());

@@ -16,13 +16,14 @@
 //
 // A record a cache write evicts to make its room is handed over to that
 // write when it is large enough (Handover): the write takes it as it would
-// take a free record, without the free-list round trip (write_free, push,
-// the neighbours' bits, take: about a quarter of an evicting put). The
+// take a free record, without the free-list round trip (push, merges,
+// the neighbours' bits, take: a quarter of an evicting put's
+// instructions). The
 // evicted record stays as it was (live, its stamp unchanged, no slot
-// leading to it) until the write's record goes over it, stamp first: to a
-// reader that loaded its location before the eviction's erase, it is what
-// a freed record is between its release and its reuse, the key it held or
-// another one behind a new stamp. Only where the removal would free the
+// leading to it) until allocate() hands it over: there it is stamped free
+// (write_free) before the write stores a byte, as a freed record is, so a
+// reader that loaded its location before the eviction's erase gets the old
+// value whole or fails its stamp check. Only where the removal would free the
 // record at once (anonymous memory, no removal listener): there is no file
 // for a crash to find it in, and no report that must read it whole. The
 // write's guard frees a record it did not take.
@@ -139,10 +140,17 @@ typename S::Slot ShardSpace<S>::allocate(S& sh, std::uint64_t need, bool grow, s
     const std::uint64_t cap = h.capacity;
     h.rec = nullptr;
     const bool prev_free = record::read_meta(rec).prev_free();
-    if (cap - need < record::kMinRecord) return {loc, rec, cap, prev_free};
-    // The stamp first (the rest is freed behind a record that still says
-    // the old lengths until write_record() covers it).
-    record::write_free(rec, sh.next_stamp(), need, Location::none(), Location::none(), prev_free);
+    const bool whole = cap - need < record::kMinRecord;
+    // The stamp first, as for a record taken from a free list: a reader
+    // that passed the evicted key's slot check before the erase may be
+    // copying its value, and the caller may write value bytes before the
+    // record's own new stamp (fill_slot(): a fill, a gather, a codec). So
+    // the slot reads as free from here (and the rest of a split one is
+    // freed behind that).
+#if !defined(OFFHEAP_TESTING_HANDOVER_STAMP_LATE)
+    record::write_free(rec, sh.next_stamp(), whole ? cap : need, Location::none(), Location::none(), prev_free);
+#endif
+    if (whole) return {loc, rec, cap, prev_free};
     const Location rest = Location::make(loc.chunk(), loc.offset() + record::kHeaderBytes + need);
     release(sh, rest, sh.journal_.at(rest), cap - need - record::kHeaderBytes, false);
     return {loc, rec, need, prev_free};

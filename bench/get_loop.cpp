@@ -7,7 +7,7 @@
 // the fill before it counts nothing), and for cachegrind, which ignores
 // those requests, a run with 0 gets measures the fill alone: subtract it.
 //
-//   offheap_get_loop SUBJECT [GETS] [--puts]
+//   offheap_get_loop SUBJECT [GETS] [--puts | --evicting-puts]
 //     SUBJECT: store, cache, lru, tinylfu (offheap, W1 options as
 //              offheap_bench and offheap_cache_bench give them), absl,
 //              boost (as offheap_bench runs them: subjects.hpp)
@@ -15,6 +15,10 @@
 //     --puts:  that many W1 puts (overwrites of resident keys, values
 //              rotating as offheap_bench's) are measured instead, then
 //              read back unmeasured and checked as the gets are
+//     --evicting-puts: caches only, at half the W1 working set (as
+//              offheap_cache_bench sizes them), past their capacity: that
+//              many puts of fresh 16-byte keys are measured, each of which
+//              evicts; the last 64 are read back unmeasured and checked
 //
 //   valgrind --tool=callgrind --instr-atstart=no
 //       --callgrind-out-file=get.store.out build/release/bench/offheap_get_loop store
@@ -35,6 +39,7 @@
 #define CALLGRIND_START_INSTRUMENTATION
 #define CALLGRIND_STOP_INSTRUMENTATION
 #endif
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -76,6 +81,41 @@ template <class Get, class Put>
 }
 
 bool g_puts = false;
+bool g_evicting = false;
+
+/// --evicting-puts: a cache filled past its capacity (the W1 keys, then
+/// fresh keys until it has evicted, then as many again; maintain()
+/// finishes any index migration), then `puts` puts of fresh keys measured.
+template <class Store>
+[[gnu::noinline]] std::uint64_t run_evicting_loop(Store& s, std::uint64_t puts) {
+  const auto& in = w1_inputs();
+  // 'f' and 15 hex digits (not snprintf: its ~500 instructions would be
+  // counted with each put).
+  char buf[16];
+  const auto fresh = [&buf](std::uint64_t i) {
+    buf[0] = 'f';
+    for (int d = 15; d >= 1; --d, i >>= 4) buf[d] = "0123456789abcdef"[i & 15];
+    return std::string_view(buf, 16);
+  };
+  std::uint64_t next = 0;
+  while (s.stats().evictions == 0) {
+    for (int i = 0; i < 1024; ++i, ++next) s.put(fresh(next), in.values[next % in.values.size()]);
+  }
+  for (const std::uint64_t more = next; next < 2 * more; ++next) s.put(fresh(next), in.values[next % in.values.size()]);
+  s.maintain();
+  const std::uint64_t first = next;
+  CALLGRIND_START_INSTRUMENTATION;
+  for (std::uint64_t i = 0; i < puts; ++i) s.put(fresh(first + i), in.values[i % in.values.size()]);
+  CALLGRIND_STOP_INSTRUMENTATION;
+  std::string out;
+  for (std::uint64_t i = puts - std::min<std::uint64_t>(puts, 64); i < puts; ++i) {
+    if (!s.get(fresh(first + i), out) || out != in.values[i % in.values.size()]) {
+      std::fprintf(stderr, "offheap_get_loop: fresh key #%llu not read back\n", static_cast<unsigned long long>(i));
+      std::exit(1);
+    }
+  }
+  return puts * offheap_bench::kW1ValueBytes;  // (checked above)
+}
 
 template <class Store>
 std::uint64_t offheap_subject(std::uint64_t gets, std::uint64_t capacity) {
@@ -86,6 +126,7 @@ std::uint64_t offheap_subject(std::uint64_t gets, std::uint64_t capacity) {
   Store s(o);
   for (std::uint64_t i = 0; i < in.keys.size(); ++i) s.put(in.keys.key(i), in.values[i % in.values.size()]);
   s.maintain();
+  if (g_evicting) return run_evicting_loop(s, gets);
   if (s.size() != in.keys.size()) {
     std::fprintf(stderr, "offheap_get_loop: the store holds %llu of %llu keys\n",
                  static_cast<unsigned long long>(s.size()), static_cast<unsigned long long>(in.keys.size()));
@@ -117,14 +158,22 @@ std::uint64_t map_subject(std::uint64_t gets) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: offheap_get_loop store|cache|lru|tinylfu|absl|boost [gets] [--puts]\n");
+    std::fprintf(stderr,
+                 "usage: offheap_get_loop store|cache|lru|tinylfu|absl|boost [gets] [--puts | --evicting-puts]\n");
     return 2;
   }
   const std::string_view subject = argv[1];
   const std::uint64_t gets = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 2'097'152;
   g_puts = argc > 3 && std::string_view(argv[3]) == "--puts";
-  // Twice the W1 live bytes (104 a record): no cache evicts.
-  const std::uint64_t capacity = 2 * offheap_bench::kW1Entries * 104;
+  g_evicting = argc > 3 && std::string_view(argv[3]) == "--evicting-puts";
+  if (g_evicting && (subject == "store" || subject == "absl" || subject == "boost")) {
+    std::fprintf(stderr, "offheap_get_loop: --evicting-puts takes a cache (cache, lru, tinylfu)\n");
+    return 2;
+  }
+  // Twice the W1 live bytes (104 a record): no cache evicts. Evicting:
+  // half of them, as offheap_cache_bench.
+  const std::uint64_t capacity =
+      g_evicting ? offheap_bench::kW1Entries * 104 / 2 : 2 * offheap_bench::kW1Entries * 104;
   std::uint64_t bytes = 0;
   if (subject == "store") {
     bytes = offheap_subject<offheap::Store>(gets, 0);

@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -74,6 +75,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <regex>
 #include <string>
 #include <string_view>
@@ -526,15 +528,40 @@ Pass read_scale(S& subject, typename S::Session& session, const KeySet& keys,
   return {seconds_since(t0), allocation_count() - allocs_before};
 }
 
+/// The same reads in slices of 64 keys through the subject's batch lookup
+/// (offheap's get_all), where it has one; timed; counts wrong values.
+template <class S>
+Pass read_scale_batched(const S& subject, const KeySet& keys, std::uint64_t& wrong) {
+  const std::vector<std::uint32_t>& order = scale_read_order();
+  std::array<std::string_view, 64> batch;
+  std::array<std::optional<std::string>, 64> values;
+  for (auto& v : values) v.emplace(8, '\0');  // (no allocation in the loop)
+  const std::uint64_t allocs_before = allocation_count();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t base = 0; base < order.size(); base += batch.size()) {
+    const std::size_t n = std::min(batch.size(), order.size() - base);
+    for (std::size_t j = 0; j < n; ++j) batch[j] = keys.key(order[base + j]);
+    subject.get_batch(std::span(batch.data(), n), std::span(values.data(), n));
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::uint64_t expected = order[base + j];
+      std::optional<std::string>& v = values[j];
+      wrong += !v || v->size() != 8 || std::memcmp(v->data(), &expected, 8) != 0;
+      if (!v) v.emplace(8, '\0');
+    }
+  }
+  return {seconds_since(t0), allocation_count() - allocs_before};
+}
+
 /// One repetition: fresh fill, pre-sized fill, random-order reads of the
-/// pre-sized subject (see the top of this file). One subject lives at a time.
+/// pre-sized subject (see the top of this file); offheap also reads them
+/// in batches (get_all), reported apart. One subject lives at a time.
 template <class S>
 void BM_Scale(benchmark::State& state, Shape shape) {
   const KeySet& keys = scale_keys(shape);
   scale_read_order();
   const std::uint64_t n = keys.size();
   const std::uint64_t kv_bytes = keys.key_bytes() + 8 * n;
-  Pass fresh, presized, read;
+  Pass fresh, presized, read, batched;
   Footprint fresh_fp, presized_fp;
   std::uint64_t wrong = 0;
   for (auto _ : state) {
@@ -554,6 +581,7 @@ void BM_Scale(benchmark::State& state, Shape shape) {
       subject.settle();
       presized_fp = probe.finish(subject.files(), n, kv_bytes, heap_bytes_in_use());
       read = read_scale(subject, session, keys, wrong);
+      if constexpr (requires { subject.get_batch({}, {}); }) batched = read_scale_batched(subject, keys, wrong);
     }
     state.SetIterationTime(fresh.seconds + presized.seconds + read.seconds);
   }
@@ -564,6 +592,10 @@ void BM_Scale(benchmark::State& state, Shape shape) {
   state.counters["allocs/op_write_fresh"] = static_cast<double>(fresh.allocs) / ops;
   state.counters["allocs/op_write"] = static_cast<double>(presized.allocs) / ops;
   state.counters["allocs/op_read"] = static_cast<double>(read.allocs) / ops;
+  if (batched.seconds != 0) {
+    state.counters["read_batch64_Mops"] = ops / batched.seconds / 1e6;
+    state.counters["allocs/op_read_batch64"] = static_cast<double>(batched.allocs) / ops;
+  }
   state.counters["wrong"] = static_cast<double>(wrong);
   set_footprint_counters(state, presized_fp);
   set_footprint_counters(state, fresh_fp, "_fresh");
@@ -978,6 +1010,15 @@ class Report {
                     fig("beyond/entry_fresh").c_str(), fig("anon/entry").c_str(),
                     fig("files/entry").c_str(), fig("heap/entry").c_str());
       }
+    }
+    for (const Shape shape : kShapes) {
+      const double batched = scale_figure(shape, offheap(), "read_batch64_Mops");
+      if (!(batched > 0)) continue;
+      std::printf("   %s, %s: random reads in batches of 64 (get_all: index lines, then records, "
+                  "prefetched) %s Mops/s, %s x its single gets (%s allocs/op); not in the ratios above\n",
+                  offheap().c_str(), shape_name(shape), number_cell(batched).c_str(),
+                  number_cell(batched / scale_figure(shape, offheap(), "read_Mops"), "%.2f").c_str(),
+                  number_cell(scale_figure(shape, offheap(), "allocs/op_read_batch64"), "%.3f").c_str());
     }
     std::printf("   key + value bytes per entry: decimal %.2f, uuid 44\n",
                 static_cast<double>(scale_keys(Shape::decimal).key_bytes()) /

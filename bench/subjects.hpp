@@ -33,6 +33,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -79,6 +81,11 @@ class StoreSubject {
 
   void put(Session&, std::string_view key, std::string_view value) { store_.put(key, value); }
   bool get(Session&, std::string_view key, std::string& out) const { return store_.get(key, out); }
+  /// A batch of lookups (get_all: index lines, then records, prefetched),
+  /// reported apart from the single gets the peers are compared on.
+  std::size_t get_batch(std::span<const std::string_view> keys, std::span<std::optional<std::string>> values) const {
+    return store_.get_all(keys, values);
+  }
   /// After a fill, untimed: frees what growth replaced.
   void settle() { store_.maintain(); }
   std::filesystem::path files() const { return {}; }

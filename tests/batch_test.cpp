@@ -1,17 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 // get_all(), put_all(), remove_all(): the answers and counts for keys
 // spread over shards (repeated keys included), a cache that evicts while a
-// batch writes at its memory limit, and files that keep what a batch wrote.
+// batch writes at its memory limit, files that keep what a batch wrote, and
+// get_all() (its index lines and records prefetched ahead of the lookups)
+// beside a writer that grows, migrates, removes and clears.
 #include <offheap/offheap.hpp>
 
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -108,4 +114,51 @@ TEST_CASE("what put_all and remove_all wrote is in the files after a reopen", "[
   REQUIRE(s.size() == 2000);
   REQUIRE_FALSE(s.contains("key-999"));
   REQUIRE(s.get("key-1000") == a.values[1000]);
+}
+
+TEST_CASE("get_all beside a writer that grows the index, removes and clears returns no wrong value",
+          "[batch][threads]") {
+  offheap::Options o;
+  o.shards = 2;  // small tables: many growths, migrations and clears
+  offheap::Store s(o);
+  const auto key_of = [](std::uint64_t i) { return "key-" + std::to_string(i); };
+  const auto value_of = [](std::uint64_t i) { return "value-" + std::to_string(i) + std::string(i % 90, 'v'); };
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> wrong{0}, found{0};
+  std::thread reader([&] {
+    std::mt19937_64 rng(9);
+    std::vector<std::string> keys(64);
+    std::vector<std::uint64_t> ids(64);
+    std::vector<std::string_view> views(64);
+    std::vector<std::optional<std::string>> values(64);
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (std::size_t j = 0; j < keys.size(); ++j) {
+        ids[j] = rng() % 60000;
+        keys[j] = key_of(ids[j]);
+        views[j] = keys[j];
+      }
+      const std::size_t n = s.get_all(views, values);
+      std::size_t present = 0;
+      for (std::size_t j = 0; j < keys.size(); ++j) {
+        if (!values[j]) continue;
+        ++present;
+        if (*values[j] != value_of(ids[j])) wrong.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (present != n) wrong.fetch_add(1, std::memory_order_relaxed);
+      found.fetch_add(n, std::memory_order_relaxed);
+    }
+  });
+  for (int round = 0; round < 3; ++round) {
+    for (std::uint64_t i = 0; i < 60000; ++i) {
+      s.put(key_of(i), value_of(i));
+      if (i % 7 == 0) s.remove(key_of(i / 2));
+    }
+    if (round < 2) s.clear();
+  }
+  stop.store(true);
+  reader.join();
+  CHECK(wrong.load() == 0);
+  CHECK(found.load() > 0);
+  CHECK(s.stats().index_migrations > 0);
+  CHECK(s.verify() == "");
 }

@@ -224,6 +224,28 @@ class alignas(64) Shard {
     ProbeSeq seq(h, t.mask);
     __builtin_prefetch(t.ctrl_word(seq.group()));
   }
+  /// After prefetch(h), once its line has had time to come: brings the
+  /// record that the first slot of that line whose tag matches `h` leads
+  /// to into the cache (its first two lines: header, key and the start of
+  /// the value), so that a batch's lookups find both their lines there. A
+  /// hint: reads nothing a lookup relies on. Its loads are relaxed and
+  /// unchecked (a table replaced meanwhile, a slot removed, another key's
+  /// record: a wasted prefetch, never a fault: resolve() bounds the
+  /// location, and a prefetch of any address is harmless).
+  void prefetch_record(std::uint64_t h) const noexcept {
+    const TableView t = index_.acquire_view();
+    ProbeSeq seq(h, t.mask);
+    const std::uint64_t* line = t.ctrl_word(seq.group());
+    const std::uint64_t m = ctrl::match(load_relaxed(line), ctrl::tag_of(h));
+    if (m == 0) return;
+    const Location loc = slot_location(load_relaxed(line + 1 + ctrl::first(m)));
+    if (loc.is_none()) return;
+    std::uint64_t avail = 0;
+    if (const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail)) {
+      __builtin_prefetch(rec);
+      __builtin_prefetch(rec + 64);
+    }
+  }
 
   /// An atomic read-modify-write of the key (shard/writes.hpp): under the
   /// writer lock, `decide(const ComputeCurrent&)` returns a ComputeDecision

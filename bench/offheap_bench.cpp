@@ -75,8 +75,8 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <span>
 #include <regex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -1138,6 +1138,7 @@ class Report {
       take(rep_.samples(scale_name(shape, offheap())), "allocs/op_write_fresh");
       take(rep_.samples(scale_name(shape, offheap())), "allocs/op_write");
       take(rep_.samples(scale_name(shape, offheap())), "allocs/op_read");
+      take(rep_.samples(scale_name(shape, offheap())), "allocs/op_read_batch64");
     }
     line("offheap allocations per operation (largest of all runs)", allocs, false, 0);
   }

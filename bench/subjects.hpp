@@ -20,6 +20,8 @@
 //   put(s, key, value)          insert or overwrite
 //   get(s, key, out) -> bool    copy the value into `out` (a reused string)
 //   settle()                    after a fill, untimed (offheap: maintain())
+//   get_batch(keys, values)     optional (offheap: get_all); the scale phase
+//                               times a batched read pass where it exists
 //   files()                     the directory of its files, or empty
 //
 // Every get does the same work: find the key, copy the value into the

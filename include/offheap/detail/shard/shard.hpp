@@ -243,7 +243,7 @@ class alignas(64) Shard {
     std::uint64_t avail = 0;
     if (const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail)) {
       __builtin_prefetch(rec);
-      __builtin_prefetch(rec + 64);
+      if (avail > 64) __builtin_prefetch(rec + 64);
     }
   }
 

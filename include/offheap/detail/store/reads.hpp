@@ -178,8 +178,11 @@ std::size_t Reads<P>::get_all(std::span<const std::string_view> keys,
       e_.shards_.for_hash(hash[i]).prefetch(hash[i]);
     }
     // The index lines have had a slice's hashing to come; the records
-    // they lead to get the slice's first lookups' time.
-    for (std::size_t i = 0; i < n; ++i) e_.shards_.for_hash(hash[i]).prefetch_record(hash[i]);
+    // they lead to get the slice's first lookups' time. (A slice of a few
+    // keys gives the lines no time: it goes straight to the lookups.)
+    if (n >= 8) {
+      for (std::size_t i = 0; i < n; ++i) e_.shards_.for_hash(hash[i]).prefetch_record(hash[i]);
+    }
     for (std::size_t i = 0; i < n; ++i) {
       std::optional<std::string>& out = values[base + i];
       if (!out) out.emplace();

@@ -16,17 +16,16 @@
 //
 // A record a cache write evicts to make its room is handed over to that
 // write when it is large enough (Handover): the write takes it as it would
-// take a free record, without the free-list round trip (push, merges,
-// the neighbours' bits, take: a quarter of an evicting put's
-// instructions). The
-// evicted record stays as it was (live, its stamp unchanged, no slot
+// take a free record, without the free-list round trip (push, merges, the
+// neighbours' bits, take: a quarter of an evicting put's instructions).
+// The evicted record stays as it was (live, its stamp unchanged, no slot
 // leading to it) until allocate() hands it over: there it is stamped free
 // (write_free) before the write stores a byte, as a freed record is, so a
-// reader that loaded its location before the eviction's erase gets the old
-// value whole or fails its stamp check. Only where the removal would free the
-// record at once (anonymous memory, no removal listener): there is no file
-// for a crash to find it in, and no report that must read it whole. The
-// write's guard frees a record it did not take.
+// reader that loaded its location before the eviction's erase gets the
+// old value whole or fails its stamp check. Only where the removal would
+// free the record at once (anonymous memory, no removal listener): there
+// is no file for a crash to find it in, and no report that must read it
+// whole. The write's guard frees a record it did not take.
 //
 // ShardSpace<S> holds no state of its own: the journal and the free lists
 // it works on are the shard's (S), which lets it in (friend) and forwards

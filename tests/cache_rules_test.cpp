@@ -371,6 +371,7 @@ TEMPLATE_TEST_CASE("Every value a write replaces is heard as replaced, and write
     const offheap::Stats st = c.stats();
     REQUIRE(st.removals_replaced == heard_replaced);
     REQUIRE(st.evictions == heard_evicted);
+    REQUIRE(heard_removed == 0);  // no write here is heard as a removal the application asked for
     REQUIRE(c.verify().empty());
   }
 }

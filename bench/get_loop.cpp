@@ -206,7 +206,8 @@ int main(int argc, char** argv) {
                  static_cast<unsigned long long>(gets * offheap_bench::kW1ValueBytes));
     return 1;
   }
-  std::printf("%s: %llu gets, %llu bytes\n", argv[1], static_cast<unsigned long long>(gets),
+  std::printf("%s: %llu %s, %llu bytes\n", argv[1], static_cast<unsigned long long>(gets),
+              g_evicting ? "evicting puts" : g_puts ? "puts" : "gets",
               static_cast<unsigned long long>(bytes));
   return 0;
 }

@@ -78,6 +78,10 @@ struct HostArchetype {
   void set_bits(const Handle& h, std::uint8_t bits);
   /// Removes it from the store (reported as evicted). Requires current(h).
   void evict(const Handle& h);
+  // Optional (a policy tests for it with `requires`): prefetch(loc), a
+  // hint that the record at `loc` is the next one it will ask about (the
+  // shard brings its first lines into the cache; no effect on anything a
+  // call returns).
 };
 
 /// Every eviction policy. `P::id` is written into a persisted store and

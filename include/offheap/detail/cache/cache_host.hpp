@@ -195,13 +195,7 @@ class CacheHost {
     }
     /// The policy's hint (eviction/policy.hpp): the record at `loc` comes
     /// next. Its first two lines into the cache; nothing read is relied on.
-    void prefetch(std::uint64_t loc) const noexcept {
-      std::uint64_t avail = 0;
-      if (const std::byte* r = s.journal_.resolve(Location::from_raw(loc), record::kMinRecord, avail)) {
-        __builtin_prefetch(r);
-        if (avail > 64) __builtin_prefetch(r + 64);
-      }
-    }
+    void prefetch(std::uint64_t loc) const noexcept { s.prefetch_record_at(Location::from_raw(loc)); }
     void evict(const eviction::Handle& h) {
       const std::uint64_t slot = slot_of(h);
       const Location loc = Location::from_raw(h.loc);

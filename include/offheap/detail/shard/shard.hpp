@@ -239,7 +239,11 @@ class alignas(64) Shard {
     const std::uint64_t m = ctrl::match(load_relaxed(line), ctrl::tag_of(h));
     if (m == 0) return;
     const Location loc = slot_location(load_relaxed(line + 1 + ctrl::first(m)));
-    if (loc.is_none()) return;
+    if (!loc.is_none()) prefetch_record_at(loc);
+  }
+  /// Brings the first two lines of the record at `loc` into the cache (a
+  /// hint; a location past the chunks prefetches nothing).
+  void prefetch_record_at(Location loc) const noexcept {
     std::uint64_t avail = 0;
     if (const std::byte* rec = journal_.resolve(loc, record::kMinRecord, avail)) {
       __builtin_prefetch(rec);

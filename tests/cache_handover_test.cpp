@@ -8,6 +8,7 @@
 // named), and readers beside the writer never get another key's value.
 #include <offheap/offheap.hpp>
 
+#include "support/cache_options.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -44,14 +45,6 @@ bool names_its_key(const std::string& key, const std::string& v) {
     if (v[i] != c) return false;
   }
   return true;
-}
-
-Options small_cache(std::uint64_t capacity, std::uint32_t shards) {
-  Options o;
-  o.capacity_bytes = capacity;
-  o.shards = shards;
-  o.background_maintenance = false;
-  return o;
 }
 
 struct FillFailed {};
@@ -118,7 +111,7 @@ void churn(C& c, std::uint64_t seed, int steps, std::uint64_t keys) {
 
 TEMPLATE_TEST_CASE("a cache write takes over the record it evicted: whole, split, or freed when not taken",
                    "[cache][handover]", Cache, LruCache, TinyLfuCache) {
-  TestType c(small_cache(32 << 10, 1));
+  TestType c(offheap_test::cache_options(32 << 10, 1));
   std::uint64_t next = 0;
   const auto put_fresh = [&](std::size_t len) {
     const std::string k = key_of(next++);
@@ -200,7 +193,7 @@ TEMPLATE_TEST_CASE("a cache write takes over the record it evicted: whole, split
 
 TEMPLATE_TEST_CASE("readers never get another key's value while writes take over evicted records",
                    "[cache][handover][threads]", Cache, LruCache, TinyLfuCache) {
-  TestType c(small_cache(64 << 10, 2));
+  TestType c(offheap_test::cache_options(64 << 10, 2));
   std::atomic<std::uint64_t> written{0};
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> wrong{0}, hits{0};
@@ -236,12 +229,12 @@ TEMPLATE_TEST_CASE("readers never get another key's value while writes take over
 TEMPLATE_TEST_CASE("every kind of cache write keeps the records exact around a record taken over",
                    "[cache][handover]", Cache, LruCache, TinyLfuCache) {
   SECTION("in anonymous memory") {
-    TestType c(small_cache(48 << 10, 1));
+    TestType c(offheap_test::cache_options(48 << 10, 1));
     churn(c, 11, 20000, 700);
     CHECK(c.stats().evictions > 1000);
   }
   SECTION("under a memory limit (writes that evict for it and try again)") {
-    Options o = small_cache(1 << 20, 1);
+    Options o = offheap_test::cache_options(1 << 20, 1);
     o.min_chunk_bytes = 64 << 10;
     o.max_chunk_bytes = 64 << 10;
     o.memory_limit_bytes = TestType::minimum_memory_limit(o, 1500) + (64 << 10);
@@ -250,7 +243,7 @@ TEMPLATE_TEST_CASE("every kind of cache write keeps the records exact around a r
     CHECK(c.stats().limit_evictions > 0);
   }
   SECTION("with a removal listener (no record is kept: the listener reads it)") {
-    Options o = small_cache(48 << 10, 1);
+    Options o = offheap_test::cache_options(48 << 10, 1);
     std::uint64_t removals = 0;
     o.on_removal = [&](std::string_view, std::string_view, offheap::RemovalCause) { ++removals; };
     TestType c(o);
@@ -261,7 +254,7 @@ TEMPLATE_TEST_CASE("every kind of cache write keeps the records exact around a r
   }
   SECTION("file-backed (no record is kept: a crash would find it)") {
     offheap_test::TempDir dir;
-    Options o = small_cache(48 << 10, 1);
+    Options o = offheap_test::cache_options(48 << 10, 1);
     o.path = dir / "cache";
     TestType c(o);
     churn(c, 14, 8000, 700);

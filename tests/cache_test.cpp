@@ -5,6 +5,7 @@
 // reopen of a file-backed cache. Each test runs on every policy.
 #include <offheap/offheap.hpp>
 
+#include "support/cache_options.hpp"
 #include "support/chunk_walk.hpp"
 #include "support/file_io.hpp"
 #include "support/temp_dir.hpp"
@@ -37,13 +38,7 @@ namespace {
 std::string key_of(std::uint64_t i) { return "key-" + std::to_string(i); }
 std::string value_of(std::uint64_t i) { return "value-" + std::to_string(i) + std::string(60, 'x'); }
 
-Options cache_options(std::uint64_t capacity, std::uint32_t shards = 4) {
-  Options o;
-  o.capacity_bytes = capacity;
-  o.shards = shards;
-  o.background_maintenance = false;
-  return o;
-}
+using offheap_test::cache_options;
 
 /// The most live bytes a cache of `o` may hold: the capacity plus the
 /// writers' slack (1/16 of each shard's share, at least 4 KiB).

@@ -557,32 +557,35 @@ TEST_CASE("A cache refuses at once a record larger than any chunk its limit leav
   check_stats(c, 8 * kMiB);
 }
 
-TEST_CASE("A periodic cache killed at its limit reopens under the same limit", "[memory_limit][crash]") {
-  // A SIGKILL keeps what the page cache holds (markers and frees too): the
-  // cache reopens with what it held, under the same limit. Then under a
-  // tenth less: its shards' policies evict at open (markers, syncs, and
-  // evictions without markers once the syncs settle the records) until
-  // the rest fits; each shard maps its first policy segments before the
-  // rebuilds run side by side.
-  struct Profile {
-    const char* name;
-    std::size_t max_value;
-    bool ttl;
-    // Under less: small records (whose policy nodes and index slots weigh)
-    // reopen, evicting, unless the index table or (with TTLs) the expiry
-    // wheel, rebuilt before the policy and not optional, does not fit: the
-    // open is then refused whole. Large records' chunks alone pass it:
-    // refused.
-    enum class Tighter { opens, may_refuse, refused } tighter;
-    std::uint64_t tenths;  // the tighter limit, in tenths of the first
-  };
+namespace {
+// A SIGKILL keeps what the page cache holds (markers and frees too): the
+// cache reopens with what it held, under the same limit. Then under a
+// tenth less: its shards' policies evict at open (markers, syncs, and
+// evictions without markers once the syncs settle the records) until
+// the rest fits; each shard maps its first policy segments before the
+// rebuilds run side by side.
+struct Profile {
+  const char* name;
+  std::size_t max_value;
+  bool ttl;
+  // Under less: small records (whose policy nodes and index slots weigh)
+  // reopen, evicting, unless the index table or (with TTLs) the expiry
+  // wheel, rebuilt before the policy and not optional, does not fit: the
+  // open is then refused whole. Large records' chunks alone pass it:
+  // refused.
+  enum class Tighter { opens, may_refuse, refused } tighter;
+  std::uint64_t tenths;  // the tighter limit, in tenths of the first
+};
+
+/// A periodic cache of type C killed at its limit by SIGKILL, `trials`
+/// times, reopened under a tighter limit (`must_open`: and opened there)
+/// and under the same one.
+template <class C>
+void killed_at_limit(const Profile& profile, int trials, bool must_open) {
   using T = Profile::Tighter;
-  const Profile profile = GENERATE(values<Profile>({{"small values", 64, false, T::opens, 7},
-                                                    {"small values with TTLs", 64, true, T::may_refuse, 8},
-                                                    {"values up to 3 KiB", 3072, false, T::refused, 8}}));
   INFO(profile.name);
   int opened_evicting = 0;  // trials whose tighter open evicted at open
-  for (int trial = 0; trial < 3; ++trial) {
+  for (int trial = 0; trial < trials; ++trial) {
     INFO("trial " << trial);
     offheap_test::TempDir dir;
     const std::uint64_t limit = (kSanitized ? 8 : 16) * kMiB;
@@ -598,7 +601,7 @@ TEST_CASE("A periodic cache killed at its limit reopens under the same limit", "
     REQUIRE(pid >= 0);
     if (pid == 0) {
       try {
-        offheap::Cache c(o);
+        C c(o);
         for (std::uint32_t i = 0;; ++i) {
           const std::uint32_t id = i % 200000;  // about 3x what the limit holds
           const std::string v = value_of(id, i / 200000, profile.max_value);
@@ -629,7 +632,7 @@ TEST_CASE("A periodic cache killed at its limit reopens under the same limit", "
       t.capacity_bytes = t.memory_limit_bytes;
       bool opened = false;
       try {
-        offheap::Cache c(t);
+        C c(t);
         opened = true;
         check_stats(c, t.memory_limit_bytes);
         INFO("held " << c.size() << ", evicted at open " << c.stats().limit_evictions << " ("
@@ -645,15 +648,16 @@ TEST_CASE("A periodic cache killed at its limit reopens under the same limit", "
         REQUIRE(std::string(e.what()).find("memory_limit_bytes") != std::string::npos);
       }
       if (profile.tighter == T::refused) REQUIRE_FALSE(opened);
+      if (must_open) REQUIRE(opened);
       if (!opened) {
         t.memory_limit_bytes = limit;  // a refused open changed nothing
         t.capacity_bytes = limit;
-        offheap::Cache c(t);
+        C c(t);
         REQUIRE(c.size() > 0);
         REQUIRE(c.verify().empty());
       }
     }
-    offheap::Cache c(o);  // throws if the limit refuses the reopen
+    C c(o);  // throws if the limit refuses the reopen
     check_stats(c, limit);
     REQUIRE(c.size() > 0);
     REQUIRE(c.verify().empty());
@@ -673,4 +677,21 @@ TEST_CASE("A periodic cache killed at its limit reopens under the same limit", "
     REQUIRE(c.get("after") == "the reopened cache writes");
   }
   INFO("tighter opens that evicted at open: " << opened_evicting);
+}
+
+}  // namespace
+
+TEST_CASE("A periodic cache killed at its limit reopens under the same limit", "[memory_limit][crash]") {
+  using T = Profile::Tighter;
+  const Profile profile = GENERATE(values<Profile>({{"small values", 64, false, T::opens, 7},
+                                                    {"small values with TTLs", 64, true, T::may_refuse, 8},
+                                                    {"values up to 3 KiB", 3072, false, T::refused, 8}}));
+  killed_at_limit<offheap::Cache>(profile, 3, false);
+}
+
+TEMPLATE_TEST_CASE("A periodic LRU or W-TinyLFU cache killed at its limit reopens under a tenth less, evicting",
+                   "[memory_limit][crash]", offheap::LruCache, offheap::TinyLfuCache) {
+  // The records' node words are hints: a segment the limit refuses for a
+  // word's number costs the number, not the open.
+  killed_at_limit<TestType>(Profile{"small values", 64, false, Profile::Tighter::opens, 7}, 1, true);
 }

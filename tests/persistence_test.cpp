@@ -442,7 +442,7 @@ TEST_CASE("options that contradict the store on disk are refused", "[files]") {
   CHECK(by_hand.get("k") == std::optional<std::string>("v"));
 }
 
-TEST_CASE("foreign, newer and damaged directories are refused with a clear error", "[files]") {
+TEST_CASE("foreign, older, newer and damaged directories are refused with a clear error", "[files]") {
   TempDir dir;
   const Options o = file_options(dir / "store");
   {
@@ -476,6 +476,19 @@ TEST_CASE("foreign, newer and damaged directories are refused with a clear error
     } catch (const offheap::Error& e) {
       CHECK(e.code() == Errc::format_version);
       CHECK_THAT(e.what(), Catch::Contains("format version " + std::to_string(offheap::kFormatVersion + 1)));
+    }
+  }
+  SECTION("an older format version (3: records without node words)") {
+    std::string older = good;
+    older[8] = static_cast<char>(offheap::kFormatVersion - 1);  // format_version
+    write_file(meta, older);
+    try {
+      Store s(o);
+      FAIL("opened");
+    } catch (const offheap::Error& e) {
+      CHECK(e.code() == Errc::format_version);
+      CHECK_THAT(e.what(), Catch::Contains("format version " + std::to_string(offheap::kFormatVersion - 1)));
+      CHECK_THAT(e.what(), Catch::Contains("reads version " + std::to_string(offheap::kFormatVersion)));
     }
   }
   SECTION("a meta file that is not ours") {

@@ -313,7 +313,7 @@ struct Options {
   /// the message naming it). Made up of, per shard: the index table for
   /// expected_entries and its spare, the free-list and per-chunk tables,
   /// the policy's first segments (S3-FIFO 128 KiB, LRU and W-TinyLFU
-  /// 72 KiB), a page of read buffers (LRU, W-TinyLFU: each reader thread's
+  /// 68 KiB), a page of read buffers (LRU, W-TinyLFU: each reader thread's
   /// ring, 1 KiB, on a page counted at its first read), the expiry wheel's first
   /// segments, the removal listener's queue (64 KiB) and lists, the first
   /// journal chunk (min_chunk_bytes, or the largest record), and the room a
@@ -321,8 +321,8 @@ struct Options {
   /// (16 KiB), the dead markers' reserve (with a listener or periodic
   /// durability: min_chunk_bytes + 64 KiB per shard, at most 1/8), and
   /// 1/16 for optional structures. In memory, without a listener, with
-  /// 64 KiB chunks: 0.46 MiB for a Store, 0.62 MiB for LRU and W-TinyLFU,
-  /// 0.73 MiB for S3-FIFO with one shard; 1.35, 1.74 and 2.02 MiB with
+  /// 64 KiB chunks: 0.46 MiB for a Store, 0.61 MiB for LRU and W-TinyLFU,
+  /// 0.73 MiB for S3-FIFO with one shard; 1.35, 1.72 and 2.02 MiB with
   /// four (more with files, a listener or larger records). 0: no limit.
   ///
   /// At the limit, in more detail. Structures that can do with less

@@ -27,6 +27,6 @@ inline constexpr std::uint32_t kVersionMinor = OFFHEAP_VERSION_MINOR;
 inline constexpr std::uint32_t kVersionPatch = OFFHEAP_VERSION_PATCH;
 
 /// The on-disk format version (see the bump rule above).
-inline constexpr std::uint32_t kFormatVersion = 3;  // 2: the clear mark in chunk 0's header; 3: record deadlines (expiry)
+inline constexpr std::uint32_t kFormatVersion = 4;  // 2: the clear mark in chunk 0's header; 3: record deadlines (expiry); 4: the node word in the expiry half
 
 }  // namespace offheap

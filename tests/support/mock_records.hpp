@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // A handful of records for testing one eviction policy alone: each has a
-// location (its number), a stamp, a hash, a size and policy bits, and the
+// location (its number), a stamp, a hash, a size, policy bits and a node
+// word, and the
 // test writes, replaces and removes them by hand. The host interface of
 // include/offheap/eviction/policy.hpp; evictions are recorded in order.
 // EvictFails: the same records, whose next evict() throws.
@@ -32,12 +33,22 @@ class MockRecords {
     Rec& r = recs_[id];
     if (!r.live) resident_ += 1;
     resident_bytes_ += bytes - (r.live ? r.bytes : 0);
-    if (!r.live) r.bits = 0;  // a rewrite keeps them, as a store's index slot does
+    if (!r.live) r.bits = 0, r.node = 0;  // a rewrite keeps them, as a store does
     r.live = true;
     r.stamp = (stamp_ += 2);
     r.bytes = bytes;
     r.hash = hash;
     return handle(id);
+  }
+  /// Replaces record `old_id` by a new record `new_id` (the same id: in
+  /// place), as a store's write does: the node word carries over (the
+  /// policy bits do not: a test sets them). Returns the new handle.
+  Handle replace(std::uint64_t old_id, std::uint64_t new_id, std::uint64_t bytes, std::uint64_t hash) {
+    const std::uint32_t node = recs_.at(old_id).node;
+    if (live(old_id)) remove(old_id);
+    const Handle h = write(new_id, bytes, hash);
+    recs_[new_id].node = node;
+    return h;
   }
   /// Removes record `id` (as the store would, before the policy forgets it
   /// the caller takes the handle).
@@ -69,6 +80,16 @@ class MockRecords {
     if (b > 7) throw std::logic_error("policy bits above 7");
     checked(h).bits = b;
   }
+  std::uint32_t node(const Handle& h) const {
+    if (h.loc >= recs_.size()) return offheap::eviction::kNoNode;
+    const Rec& r = recs_[h.loc];
+    if (!r.live || r.stamp != h.stamp || r.node == 0) return offheap::eviction::kNoNode;
+    return r.node - 1;
+  }
+  void set_node(const Handle& h, std::uint32_t n) {
+    if (n > offheap::eviction::kMaxNode) throw std::logic_error("node word above kMaxNode");
+    checked(h).node = n + 1;
+  }
   void evict(const Handle& h) {
     Rec& r = checked(h);
     r.live = false;
@@ -89,6 +110,7 @@ class MockRecords {
     std::uint64_t bytes = 0;
     bool live = false;
     std::uint8_t bits = 0;
+    std::uint32_t node = 0;  // the node word + 1; 0: none
   };
   Rec& checked(const Handle& h) {
     Rec& r = recs_.at(h.loc);

@@ -11,7 +11,8 @@
 // object's record: only the stamp tells them apart, as in a store. Policies
 // that skip stale handles by host.current() are exercised on exactly that.
 //
-//   slot[loc]: live, object id, stamp, hash (key_hash(id) unless told), bytes, 3 policy bits
+//   slot[loc]: live, object id, stamp, hash (key_hash(id) unless told), bytes, 3 policy bits,
+//              the node word (carried over by replace)
 //   loc_of[id]: the object's slot, or kNone when it is not resident
 //
 // The model checks what a store would only assume: every bits(), set_bits()
@@ -76,6 +77,19 @@ class RecordModel {
     slots_[current_loc(h, "set_bits")].bits = bits;
   }
 
+  /// The node word set_node() stored (carried over by replace()), or
+  /// kNoNode: any handle.
+  std::uint32_t node(const Handle& h) const noexcept {
+    Handle probe = h;
+    if (!current(probe) || slots_[h.loc].node == 0) return offheap::eviction::kNoNode;
+    return slots_[h.loc].node - 1;
+  }
+
+  void set_node(const Handle& h, std::uint32_t n) {
+    if (n > offheap::eviction::kMaxNode) throw HostError("set_node(" + std::to_string(n) + "): above kMaxNode");
+    slots_[current_loc(h, "set_node")].node = n + 1;
+  }
+
   /// Removes the record (an eviction). Requires current(h).
   void evict(const Handle& h) {
     const std::uint64_t loc = current_loc(h, "evict");
@@ -111,7 +125,7 @@ class RecordModel {
       slots_.emplace_back();
     }
     Slot& s = slots_[loc];
-    s = Slot{true, 0, id, ++last_stamp_, hash_(id), bytes};
+    s = Slot{true, 0, 0, id, ++last_stamp_, hash_(id), bytes};
     loc_of_[id] = loc;
     resident_bytes_ += bytes;
     resident_records_ += 1;
@@ -122,8 +136,11 @@ class RecordModel {
   /// store's put writes elsewhere); returns {old, new} for policy.replace.
   std::pair<Handle, Handle> replace(std::uint64_t id, std::uint64_t bytes) {
     const Handle old = handle(id);
+    const std::uint32_t node = slots_[old.loc].node;
     release(old.loc, slots_[old.loc]);
-    return {old, insert(id, bytes)};
+    const Handle now = insert(id, bytes);
+    slots_[now.loc].node = node;  // the node word carries over, as in a store
+    return {old, now};
   }
 
   /// Removes `id`'s record (not an eviction); returns its handle for
@@ -146,6 +163,7 @@ class RecordModel {
   struct Slot {
     bool live = false;
     std::uint8_t bits = 0;
+    std::uint32_t node = 0;  // the node word + 1; 0: none
     std::uint64_t id = 0;
     std::uint64_t stamp = 0;
     std::uint64_t hash = 0;

@@ -7,6 +7,8 @@
 // into hit(); a hit dropped by a full buffer leaves the record where it
 // was. In reference mode every hit is applied, which makes it exactly LRU.
 // A replaced record keeps its node and moves to the head (a write is a use).
+// A record finds its node by the number its header keeps (the host's node
+// word), checked against the node (NodeLists::holds): no table.
 //
 // Warm restarts: the list is rebuilt at open in the order the records were
 // written, not the order they were last read, so hot records written long
@@ -40,50 +42,56 @@ class Lru {
   static std::uint64_t first_bytes() noexcept { return detail::NodeLists::first_bytes(); }
 
   template <class Host>
-  void admit(const Handle& h, Host&) {
-    nodes_.insert(h.loc, h.stamp, kList);
+  void admit(const Handle& h, Host& host) {
+    host.set_node(h, nodes_.insert(h.loc, h.stamp, kList));
     bytes_ += h.bytes;
   }
+  /// Restores may keep the node numbers the records' headers kept.
+  void begin_restore(std::uint64_t records) noexcept { nodes_.begin_restore(records); }
   template <class Host>
   void restore(const Handle& h, Host& host) {
-    admit(h, host);
+    const std::uint32_t want = host.node(h);
+    host.set_node(h, nodes_.restore_at(want, h.loc, h.stamp, kList));
+    bytes_ += h.bytes;
   }
+  /// h carries old's node word (the host's): its node moves to the head.
   template <class Host>
-  void replace(const Handle& old, const Handle& h, Host&) {
-    const std::uint32_t n = nodes_.find(old.loc);
-    if (n == detail::NodeLists::kNone) {
-      nodes_.insert(h.loc, h.stamp, kList);
-    } else {
-      nodes_.rekey(n, h.loc, h.stamp);
-      nodes_.move_to_head(n, kList);
-      bytes_ -= old.bytes;
+  void replace(const Handle& old, const Handle& h, Host& host) {
+    const std::uint32_t n = host.node(h);
+    if (!nodes_.holds(n, old.loc, old.stamp)) {
+      admit(h, host);  // (a policy call skipped: tests' hooks)
+      return;
     }
+    nodes_.rekey(n, h.loc, h.stamp);
+    nodes_.move_to_head(n, kList);
+    bytes_ -= old.bytes;
     bytes_ += h.bytes;
   }
   /// The record moved from old.loc to h.loc (compaction): its node keeps
   /// its place in the order.
   template <class Host>
   void relocate(const Handle& old, const Handle& h, Host& host) {
-    const std::uint32_t n = nodes_.find(old.loc);
-    if (n == detail::NodeLists::kNone) {
-      replace(old, h, host);
+    const std::uint32_t n = host.node(h);
+    if (!nodes_.holds(n, old.loc, old.stamp)) {
+      admit(h, host);
       return;
     }
     nodes_.rekey(n, h.loc, h.stamp);
-    bytes_ += h.bytes;
     bytes_ -= old.bytes;
+    bytes_ += h.bytes;
   }
   template <class Host>
-  void forget(const Handle& h, Host&) noexcept {
-    const std::uint32_t n = nodes_.find(h.loc);
-    if (n == detail::NodeLists::kNone) return;
+  void forget(const Handle& h, Host& host) noexcept {
+    const std::uint32_t n = host.node(h);
+    if (!nodes_.holds(n, h.loc, h.stamp)) return;
     nodes_.erase(n);
     bytes_ -= h.bytes;
   }
+  /// A drained hit: applied if h's record is still the one its node holds.
   template <class Host>
-  void hit(const Handle& h, Host&) noexcept {
-    const std::uint32_t n = nodes_.find(h.loc);
-    if (n != detail::NodeLists::kNone && nodes_.node(n).stamp == h.stamp) nodes_.move_to_head(n, kList);
+  void hit(const Handle& h, Host& host) noexcept {
+    const std::uint32_t n = host.node(h);
+    if (nodes_.holds(n, h.loc, h.stamp)) nodes_.move_to_head(n, kList);
   }
   template <class Host>
   bool evict_one(Host& host) {
@@ -107,7 +115,13 @@ class Lru {
   }
   template <class F>
   void for_each_entry(F&& fn) const {
-    nodes_.for_each(kList, [&](const detail::NodeLists::Node& n) { fn(n.loc, n.stamp); });
+    nodes_.for_each(kList, [&](std::uint32_t, const detail::NodeLists::Node& n) { fn(n.loc, n.stamp); });
+  }
+  /// fn(node word, loc, stamp) for every record held (audits: the host
+  /// checks each current record keeps its node's number).
+  template <class F>
+  void for_each_node(F&& fn) const {
+    nodes_.for_each(kList, [&](std::uint32_t i, const detail::NodeLists::Node& n) { fn(i, n.loc, n.stamp); });
   }
 
   PolicyStats stats() const noexcept {
@@ -127,5 +141,7 @@ class Lru {
 };
 
 static_assert(EvictionPolicy<Lru>);
+// The node words a host keeps (policy.hpp) are NodeLists' numbers.
+static_assert(detail::NodeLists::kMaxNodes - 1 == kMaxNode && detail::NodeLists::kNone == kNoNode);
 
 }  // namespace offheap::eviction

@@ -19,7 +19,10 @@
 // went). Each record also has a few policy bits that the host keeps beside
 // it (in a store: the low bits of the record's index slot, so that a reader
 // can raise a frequency with one compare-and-swap on a word that is never a
-// value byte): bits(), set_bits().
+// value byte): bits(), set_bits(); and a node word, a number the policy
+// gives it (in a store: 31 bits of the record's header), by which a policy
+// that keeps a node per record finds it without a table of its own:
+// node(), set_node().
 //
 // How a reader's hit reaches a policy (Policy::reader_hits):
 //   frequency_bits: the reader raises bits 0-1 of the record's policy bits,
@@ -53,6 +56,11 @@ struct Handle {
 
 enum class ReaderHits : std::uint8_t { none, frequency_bits, buffered };
 
+/// Host::node()'s answer when no current record is at the handle's place.
+inline constexpr std::uint32_t kNoNode = 0xFFFFFFFFu;
+/// Node words a host keeps: 0 to kMaxNode.
+inline constexpr std::uint32_t kMaxNode = 0x7FFFFFFDu;
+
 /// The sizes a policy reports (Stats).
 struct PolicyStats {
   std::uint64_t entries = 0;           // handles held, stale ones included
@@ -76,6 +84,16 @@ struct HostArchetype {
   /// Its policy bits (0-7). Requires current(h).
   std::uint8_t bits(const Handle& h);
   void set_bits(const Handle& h, std::uint8_t bits);
+  /// The record's node word: what set_node() last stored for it, carried
+  /// over to a record that replaces or moves it (as its bits are), if a
+  /// live record with h's stamp lies at h.loc; else kNoNode. Callable with
+  /// any handle (a drained hit's may be stale). A record nobody gave one,
+  /// or one damaged in a file, may answer any value up to kMaxNode: the
+  /// policy checks the answer against its own node before it trusts it.
+  std::uint32_t node(const Handle& h);
+  /// Stores `n` (at most kMaxNode) as the record's node word. Requires
+  /// current(h).
+  void set_node(const Handle& h, std::uint32_t n);
   /// Removes it from the store (reported as evicted). Requires current(h).
   void evict(const Handle& h);
   // Optional (a policy tests for it with `requires`): prefetch(loc), a
@@ -93,12 +111,20 @@ struct HostArchetype {
 ///   admit(h, host)       a new record (an insert) is in the store
 ///   replace(old, h, host) a record replaced by a new one of the same key,
 ///                        called once h is written (old is no longer
-///                        current; the host carries old's policy bits over
-///                        to h, as a store's index slot does): its place
-///                        and frequency carry over
+///                        current; the host carries old's policy bits and
+///                        node word over to h, as a store's index slot
+///                        does): its place and frequency carry over
+///   relocate(old, h, host) optional: the record moved (compaction), its
+///                        key and value the same: not an access (without
+///                        it, replace() is called)
 ///   restore(h, host)     a record found at open (calls come in stamp
 ///                        order, oldest first): like admit, but its policy
-///                        bits as stored are kept
+///                        bits and node word as stored are kept (a node
+///                        word is a hint: checked, and replaced if taken)
+///   begin_restore(n)     optional: n restore() calls follow
+///   for_each_node(fn)    optional: fn(n, loc, stamp) for every handle held
+///                        under node word n (audits: a current record's
+///                        node word must be n)
 ///   forget(h, host)      a record about to be removed (not by evict()),
 ///                        still current: its bytes leave
 ///   hit(h, host)         a read of a record (reference mode: current; from

@@ -111,45 +111,30 @@ class WTinyLfu {
   static std::uint64_t first_bytes() noexcept { return detail::NodeLists::first_bytes(); }
 
   /// At open, oldest first: into the window, as a new record (the window
-  /// spills to probation as it fills, so the oldest records end there).
+  /// spills to probation as it fills, so the oldest records end there),
+  /// under the node number its header kept if that is free.
   template <class Host>
   void restore(const Handle& h, Host& host) {
-    admit(h, host);
+    enter(h, host, host.node(h));
   }
+  /// Restores may keep the node numbers the records' headers kept.
+  void begin_restore(std::uint64_t records) noexcept { nodes_.begin_restore(records); }
 
   /// Throws Error(out_of_space), nothing changed but the sketch's first
   /// table maybe mapped, if memory for the record's node (or for the
   /// sketch's first table) cannot be mapped.
   template <class Host>
   void admit(const Handle& h, Host& host) {
-    // The first table: the record is already in the store, so a refusal
-    // (Options::memory_limit_bytes, the OS) is not thrown; the sketch reads
-    // 0 for every key until a later admit maps it. Later resizes may fail
-    // and keep the old one.
-    if (!sketch_.mapped()) {
-      const std::uint64_t est = estimate_records(h.bytes);
-      if (est >= 2 * sketch_refused_) {  // after a refusal, not again for every admit
-        try {
-          sketch_.resize(est);
-        } catch (const Error&) {
-          sketch_refused_ = est;
-        }
-      }
-    }
-    nodes_.insert(h.loc, h.stamp, kWindow);  // may throw: nothing changed yet
-    bytes_[kWindow] += h.bytes;
-    resize_sketch_if_needed();
-    sketch_.increment(h.hash);
-    ++sample_misses_;
-    spill_window(host);
-    climb(host);
+    enter(h, host, detail::NodeLists::kNone);
   }
 
+  /// h carries old's node word (the host's): its node keeps its list and
+  /// moves to that list's head.
   template <class Host>
   void replace(const Handle& old, const Handle& h, Host& host) {
-    const std::uint32_t n = nodes_.find(old.loc);
-    if (n == detail::NodeLists::kNone) {
-      admit(h, host);
+    const std::uint32_t n = host.node(h);
+    if (!nodes_.holds(n, old.loc, old.stamp)) {
+      admit(h, host);  // (a policy call skipped: tests' hooks)
       return;
     }
     const unsigned list = nodes_.node(n).list;
@@ -164,8 +149,8 @@ class WTinyLfu {
   /// its list and place, and the sketch counts no access.
   template <class Host>
   void relocate(const Handle& old, const Handle& h, Host& host) {
-    const std::uint32_t n = nodes_.find(old.loc);
-    if (n == detail::NodeLists::kNone) {
+    const std::uint32_t n = host.node(h);
+    if (!nodes_.holds(n, old.loc, old.stamp)) {
       replace(old, h, host);
       return;
     }
@@ -175,9 +160,9 @@ class WTinyLfu {
     bytes_[list] -= old.bytes;
   }
   template <class Host>
-  void forget(const Handle& h, Host&) noexcept {
-    const std::uint32_t n = nodes_.find(h.loc);
-    if (n == detail::NodeLists::kNone) return;
+  void forget(const Handle& h, Host& host) noexcept {
+    const std::uint32_t n = host.node(h);
+    if (!nodes_.holds(n, h.loc, h.stamp)) return;
     bytes_[nodes_.node(n).list] -= h.bytes;
     nodes_.erase(n);
   }
@@ -186,8 +171,8 @@ class WTinyLfu {
   void hit(const Handle& h, Host& host) {
     sketch_.increment(h.hash);
     ++sample_hits_;
-    const std::uint32_t n = nodes_.find(h.loc);
-    if (n != detail::NodeLists::kNone && nodes_.node(n).stamp == h.stamp) {
+    const std::uint32_t n = host.node(h);
+    if (nodes_.holds(n, h.loc, h.stamp)) {
       const unsigned list = nodes_.node(n).list;
       if (list != kProbation) {
         nodes_.move_to_head(n, list);
@@ -199,6 +184,36 @@ class WTinyLfu {
         }
       }
     }
+    climb(host);
+  }
+  /// admit() and restore(): a node (`want`, if free: restore_at()) at the
+  /// window's head. Throws Error(out_of_space), nothing changed but the
+  /// sketch's first table maybe mapped, if memory for the record's node
+  /// (or for the sketch's first table) cannot be mapped.
+  template <class Host>
+  void enter(const Handle& h, Host& host, std::uint32_t want) {
+    // The first table: the record is already in the store, so a refusal
+    // (Options::memory_limit_bytes, the OS) is not thrown; the sketch reads
+    // 0 for every key until a later admit maps it. Later resizes may fail
+    // and keep the old one.
+    if (!sketch_.mapped()) {
+      const std::uint64_t est = estimate_records(h.bytes);
+      if (est >= 2 * sketch_refused_) {  // after a refusal, not again for every admit
+        try {
+          sketch_.resize(est);
+        } catch (const Error&) {
+          sketch_refused_ = est;
+        }
+      }
+    }
+    const std::uint32_t n = want == detail::NodeLists::kNone ? nodes_.insert(h.loc, h.stamp, kWindow)
+                                                             : nodes_.restore_at(want, h.loc, h.stamp, kWindow);
+    host.set_node(h, n);  // (nodes_ may have thrown: nothing changed yet)
+    bytes_[kWindow] += h.bytes;
+    resize_sketch_if_needed();
+    sketch_.increment(h.hash);
+    ++sample_misses_;
+    spill_window(host);
     climb(host);
   }
 
@@ -260,8 +275,14 @@ class WTinyLfu {
 
   template <class F>
   void for_each_entry(F&& fn) const {
+    for_each_node([&](std::uint32_t, std::uint64_t loc, std::uint64_t stamp) { fn(loc, stamp); });
+  }
+  /// fn(node word, loc, stamp) for every record held (audits: the host
+  /// checks each current record keeps its node's number).
+  template <class F>
+  void for_each_node(F&& fn) const {
     for (const unsigned list : {kWindow, kProbation, kProtected}) {
-      nodes_.for_each(list, [&](const detail::NodeLists::Node& n) { fn(n.loc, n.stamp); });
+      nodes_.for_each(list, [&](std::uint32_t i, const detail::NodeLists::Node& n) { fn(i, n.loc, n.stamp); });
     }
   }
 

@@ -243,12 +243,23 @@ TEST_CASE("a deadline lies after the value, inside the capacity, and the checksu
   CHECK(record::checksum_in_place(7, rec, loc, 42, m.encode(), 256) == crc);
   // Without a deadline, the same bytes check differently (the flag is in the sum).
   CHECK(record::checksum_of(7, 42, m0.encode(), loc, "key", "value!") != crc);
-  // A deadline word outside the chunk or the record, or an unknown flag: damage.
+  // A deadline word outside the chunk or the record: damage.
   CHECK(record::deadline_of(rec, m, 24 + 16) == 1);
   CHECK(record::checksum_in_place(7, rec, loc, 42, m.encode(), 24 + 16) != crc);
+  // The node word (bits 33-63) is outside both: any value leaves the
+  // deadline and the checksum as they were.
   std::uint64_t* w2 = reinterpret_cast<std::uint64_t*>(rec + 16);
-  *w2 = (*w2 & 0xFFFFFFFFu) | (std::uint64_t{2} << 32);
-  CHECK(record::deadline_of(rec, m, 256) == 1);
+  for (const std::uint32_t word : {1u, 0x12345u, 0x7FFFFFFFu}) {
+    record::set_node_word(rec, word);
+    CHECK(record::node_word(rec) == word);
+    CHECK(*w2 >> 32 == (std::uint64_t{word} << 1 | 1));
+    CHECK(record::deadline_of(rec, m, 256) == deadline);
+    CHECK(record::checksum_in_place(7, rec, loc, 42, m.encode(), 256) == crc);
+  }
+  // The deadline bit cleared (damage, or a forged record): no deadline is
+  // read, and the checksum, which the bit salts, fails.
+  *w2 &= ~record::kDeadlineFlag;
+  CHECK(record::deadline_of(rec, m, 256) == 0);
   CHECK(record::checksum_in_place(7, rec, loc, 42, m.encode(), 256) != crc);
   // A record without one reads 0.
   record::write_live(rec, 44, "key", "value!", 0, 16, false);

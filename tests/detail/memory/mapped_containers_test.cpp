@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The eviction policies' containers in mapped memory: MappedFifo,
-// GhostSet and NodeLists, each against a plain model under random use;
+// GhostSet and NodeLists, each against a plain model under random use
+// (NodeLists also restoring nodes at asked-for numbers);
 // MappedArray's and NodeLists' directories growing past a page, counted
 // in the store's memory budget to the byte.
 #include <offheap/detail/cache/ghost_set.hpp>
 #include <offheap/detail/memory/mapped_array.hpp>
 #include <offheap/detail/memory/mapped_fifo.hpp>
 #include <offheap/detail/cache/node_list.hpp>
+#include <offheap/detail/index/hash.hpp>
 
 #include "support/store_name.hpp"
 
@@ -94,19 +96,28 @@ TEST_CASE("NodeLists agree with std::list and a map under random use", "[detail]
   NodeLists n(kName, "test lists");
   std::list<std::uint64_t> model[2];  // locations, head first
   std::unordered_map<std::uint64_t, unsigned> where;
+  std::unordered_map<std::uint64_t, std::uint32_t> node_of;  // what a record's header keeps
   std::mt19937_64 rng(3);
   for (int step = 0; step < 200000; ++step) {
     const std::uint64_t loc = (rng() % 5000) * 8;
     const auto op = rng() % 10;
-    const std::uint32_t found = n.find(loc);
     const auto it = where.find(loc);
-    REQUIRE((found != NodeLists::kNone) == (it != where.end()));
+    // A header's word is checked against the node it names: a location
+    // held names its own node; a word left from an earlier record does not
+    // pass for a location that is not held.
+    const auto w = node_of.find(loc);
+    if (w != node_of.end()) REQUIRE(n.holds(w->second, loc, loc * 3) == (it != where.end()));
     if (it == where.end()) {
       const unsigned list = static_cast<unsigned>(rng() % 2);
-      n.insert(loc, loc * 3, list);
+      const std::uint32_t x = n.insert(loc, loc * 3, list);
+      REQUIRE(x < NodeLists::kMaxNodes);
+      node_of[loc] = x;
       model[list].push_front(loc);
       where[loc] = list;
-    } else if (op < 4) {
+      continue;
+    }
+    const std::uint32_t found = w->second;
+    if (op < 4) {
       const unsigned list = static_cast<unsigned>(rng() % 2);
       n.move_to_head(found, list);
       model[it->second].remove(loc);
@@ -114,16 +125,21 @@ TEST_CASE("NodeLists agree with std::list and a map under random use", "[detail]
       it->second = list;
     } else if (op < 6) {
       n.erase(found);
+      REQUIRE_FALSE(n.holds(found, loc, loc * 3));
       model[it->second].remove(loc);
       where.erase(it);
     } else if (op < 7) {
-      // Rekey to a free location: the node keeps its place.
+      // Rekey to a free location: the node keeps its place (and its
+      // number goes with the record).
       const std::uint64_t to = (5000 + rng() % 5000) * 8;
       if (where.count(to) == 0) {
         n.rekey(found, to, to * 3);
+        REQUIRE(n.holds(found, to, to * 3));
+        REQUIRE_FALSE(n.holds(found, loc, loc * 3));
         for (auto& l : model[it->second])
           if (l == loc) l = to;
         where[to] = it->second;
+        node_of[to] = found;
         where.erase(loc);
       }
     }
@@ -144,6 +160,48 @@ TEST_CASE("NodeLists agree with std::list and a map under random use", "[detail]
   }
   CHECK(n.size() == where.size());
   CHECK(where.size() > 1000);
+  // Words no node could hold: past the nodes handed out, and kNone.
+  CHECK_FALSE(n.holds(NodeLists::kMaxNodes - 1, 8, 24));
+  CHECK_FALSE(n.holds(NodeLists::kNone, 8, 24));
+}
+
+TEST_CASE("NodeLists restore nodes at the numbers asked for when free and in bounds, else anew", "[detail][nodes]") {
+  NodeLists n(kName, "test lists");
+  const std::uint64_t records = 3000;
+  n.begin_restore(records);  // numbers below 2 * 3000 + 2048 may be kept
+  std::mt19937_64 rng(9);
+  std::unordered_map<std::uint32_t, std::uint64_t> loc_of;  // node -> location
+  std::uint64_t kept = 0;
+  for (std::uint64_t i = 0; i < records; ++i) {
+    const std::uint64_t loc = i * 8;
+    // Wanted numbers: scattered and free, repeated (taken), far out of
+    // bounds, and kNone.
+    const auto kind = rng() % 8;
+    const std::uint32_t want = kind < 5   ? static_cast<std::uint32_t>(rng() % 7000)
+                               : kind < 6 ? 17
+                               : kind < 7 ? NodeLists::kMaxNodes - 1
+                                          : NodeLists::kNone;
+    const std::uint32_t x = n.restore_at(want, loc, i, static_cast<unsigned>(i % 3));
+    REQUIRE(loc_of.count(x) == 0);  // never a node already in use
+    loc_of[x] = loc;
+    kept += x == want;
+    if (want >= 2 * records + 2048) REQUIRE(x != want);
+  }
+  CHECK(kept > records / 2);
+  // The mapped nodes stay in proportion to the records restored.
+  CHECK(n.mapped_bytes() <= (2 * records + 2 * 2048) * sizeof(NodeLists::Node) + 4096);
+  // The holes the restores skipped are free nodes, handed out before new
+  // ones; no number is handed out twice.
+  for (std::uint64_t i = 0; i < 5000; ++i) {
+    const std::uint32_t x = n.insert((records + i) * 8, i, 0);
+    REQUIRE(loc_of.count(x) == 0);
+    loc_of[x] = (records + i) * 8;
+  }
+  for (const auto& [x, loc] : loc_of) {
+    REQUIRE(n.holds(x, loc, loc < records * 8 ? loc / 8 : loc / 8 - records));
+  }
+  CHECK(n.size() == records + 5000);
+  CHECK(n.length(0) + n.length(1) + n.length(2) == records + 5000);
 }
 
 TEST_CASE("Segment directories grow a page at a time and the budget counts every byte", "[detail][nodes]") {
@@ -169,9 +227,7 @@ TEST_CASE("Segment directories grow a page at a time and the budget counts every
     const std::uint32_t n = 1100000;  // 538 segments of 2,048 nodes
     for (std::uint32_t i = 0; i < n; ++i) lists.insert(std::uint64_t{i} * 8, i, i % 2);
     for (std::uint32_t i = 0; i < n; i += 101) {
-      const std::uint32_t x = lists.find(std::uint64_t{i} * 8);
-      REQUIRE(x != NodeLists::kNone);
-      REQUIRE(lists.node(x).stamp == i);
+      REQUIRE(lists.holds(i, std::uint64_t{i} * 8, i));  // handed out in order: node i for record i
     }
     REQUIRE(lists.length(0) + lists.length(1) == n);
     REQUIRE(name.budget.used() == lists.mapped_bytes());

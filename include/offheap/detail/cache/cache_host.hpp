@@ -193,6 +193,20 @@ class CacheHost {
       // rebuild after a crash (a hint: no sync waits for it).
       if (s.durable_) record::set_policy_bits(s.journal_.at(Location::from_raw(h.loc)), b);
     }
+    /// The record's node word (eviction/policy.hpp; record.hpp keeps it
+    /// in word 2): any handle, checked only for its stamp; the policy
+    /// checks the number against its node.
+    std::uint32_t node(const eviction::Handle& h) const noexcept {
+      std::uint64_t avail = 0;
+      const std::byte* rec = s.journal_.resolve(Location::from_raw(h.loc), record::kMinRecord, avail);
+      if (rec == nullptr || record::read_stamp(rec) != h.stamp) return eviction::kNoNode;
+      const std::uint32_t w = record::node_word(rec);
+      return w == 0 ? eviction::kNoNode : w - 1;
+    }
+    void set_node(const eviction::Handle& h, std::uint32_t n) noexcept {
+      assert(n <= eviction::kMaxNode);
+      record::set_node_word(s.journal_.at(Location::from_raw(h.loc)), n + 1);
+    }
     /// The policy's hint (eviction/policy.hpp): the record at `loc` comes
     /// next. Its first two lines into the cache; nothing read is relied on.
     void prefetch(std::uint64_t loc) const noexcept { s.prefetch_record_at(Location::from_raw(loc)); }
@@ -404,6 +418,13 @@ void CacheHost<S>::rebuild_policy(S& sh, bool may_evict) {
     // the lock is let go for the syncs. Refused when nothing moves on,
     // and after a clean close (`may_evict` false: the files must stay as
     // the state files describe them until the open marks them unclean).
+    // (What restore() may write before that mark, node words whose numbers
+    // were taken, lies outside the checksums and the state files: a crash
+    // there leaves the store as clean as it was.)
+    if constexpr (requires { policy_.begin_restore(items.size()); }) {
+      const WriteLock guard(sh);
+      policy_.begin_restore(items.size());
+    }
     std::size_t next = 0;
     std::exception_ptr refused;
     int idle_syncs = 0;  // blocked rounds in a row that moved nothing on
@@ -621,7 +642,12 @@ void CacheHost<S>::policy_forget(S& sh, std::uint64_t slot, Location loc, std::u
 template <class S>
 void CacheHost<S>::cache_replaced(S& sh, const eviction::Handle& before, std::uint64_t slot, Location loc,
                               std::uint64_t h, bool moved) {
-  const std::byte* rec = sh.journal_.at(loc);
+  std::byte* rec = sh.journal_.at(loc);
+  // The node word goes with the key to its new record (eviction/policy.hpp);
+  // the old one is still whole (freed after this call). In place, it stayed.
+  if (loc.raw() != before.loc) {
+    record::set_node_word(rec, record::node_word(sh.journal_.at(Location::from_raw(before.loc))));
+  }
   host_loc_ = loc.raw();
   host_slot_ = slot;
   EvictHost host{sh};
@@ -662,6 +688,21 @@ std::string CacheHost<S>::verify_policy(const S& sh) const {
       return sh.journal_.name() + ": the eviction policy holds " + std::to_string(held.size()) +
              " live records (" + std::to_string(held_bytes) + " bytes) of the " + std::to_string(sh.size()) +
              " indexed (" + std::to_string(sh.live_bytes_) + " bytes)";
+    }
+    // A policy that finds its records' nodes by their node words: every
+    // current record keeps its node's number (carried over by each
+    // replacement and move).
+    if constexpr (requires { policy_.for_each_node([](std::uint32_t, std::uint64_t, std::uint64_t) {}); }) {
+      std::string bad;
+      policy_.for_each_node([&](std::uint32_t n, std::uint64_t raw, std::uint64_t stamp) {
+        if (!bad.empty() || !held_record(sh, Location::from_raw(raw), stamp, false).found) return;
+        const std::uint32_t w = record::node_word(sh.journal_.at(Location::from_raw(raw)));
+        if (w != n + 1) {
+          bad = sh.journal_.name() + ": the record at " + std::to_string(raw) + " keeps node word " +
+                std::to_string(w) + "; its policy node is " + std::to_string(n) + " (+1)";
+        }
+      });
+      if (!bad.empty()) return bad;
     }
     const eviction::PolicyStats p = policy_.stats();
     if (p.bytes != sh.live_bytes_) {

@@ -191,7 +191,7 @@ void ShardExpiry<S>::rebuild(S& sh) {
         return;  // damage: left to the readers and writers that meet it
       }
       const std::byte* rec = sh.journal_.at(loc);
-      if ((load_relaxed(word_at(rec + 16)) >> 32) == 0) return;  // no deadline: nothing more to read
+      if (!record::has_deadline(load_relaxed(word_at(rec + 16)))) return;  // no deadline: nothing more to read
       // (A damaged record is left to the readers and writers that meet it.)
       if (sh.durable_ && !sh.intact(loc, rec)) return;
       const record::Meta m = record::read_meta(rec);

@@ -341,7 +341,7 @@ void ShardRecovery<S>::queue_adopt(Location loc, const std::byte* rec, const rec
   const std::string_view key(reinterpret_cast<const char*>(rec + record::kHeaderBytes), m.key_len);
   const std::uint64_t h = sh_.hash_(key);
   sh_.index_.prefetch(h);
-  if ((load_relaxed(word_at(rec + 16)) >> 32) != 0) sh_.expiry_.note_deadlines(true);  // rebuild_expiry() looks
+  if (record::has_deadline(load_relaxed(word_at(rec + 16)))) sh_.expiry_.note_deadlines(true);  // rebuild_expiry() looks
   batch_[batch_size_++] = PendingAdopt{loc, rec, m, stamp, h};
   if (batch_size_ == kAdoptBatch) adopt_batch(losers);
 }

@@ -26,12 +26,20 @@
 //            eviction policy's per-record state (0 for StorePolicy).
 //  type      0 for bytes written by put(); a value type tag for put_value<T>.
 //  checksum  CRC32C of the record for file-backed stores; 0 in memory.
-//  expiry    0: never expires; 1: the record has a deadline, a 64-bit
-//            count of milliseconds since the Unix epoch (the store's clock,
+//  expiry    bit 0: the record has a deadline, a 64-bit count of
+//            milliseconds since the Unix epoch (the store's clock,
 //            offheap/expiry.hpp) in the payload word right after the key and
 //            value (at deadline_offset(), inside the payload's capacity:
-//            payload_for(key, value, true) makes room for it). Any other
-//            value is damage.
+//            payload_for(key, value, true) makes room for it); 0: never
+//            expires. Bits 1-31: the node word, the eviction policy's
+//            number for the record plus one (0: none; Lru and WTinyLfu
+//            keep their list node's number there: eviction/policy.hpp,
+//            the host's node()). The writer sets the node word in a live
+//            record without a new stamp, as the prev-free bit, and carries
+//            it over to a record that replaces or moves this one; readers
+//            and the checksum ignore it, and the policy checks any word it
+//            reads against its own node, so a stale or damaged one is
+//            harmless.
 //
 // Header 24 bytes plus up to 7 of padding (payloads are at least 16 bytes,
 // and an in-place shrink may leave up to 32 bytes of slack): per-record
@@ -103,8 +111,12 @@ constexpr std::uint64_t payload_for(std::uint64_t key_len, std::uint64_t value_l
   return n < kMinPayload ? kMinPayload : n;
 }
 
-/// Word 2's expiry half when the record carries a deadline.
+/// Word 2's expiry half: the deadline bit, and the node word above it.
 inline constexpr std::uint64_t kDeadlineFlag = std::uint64_t{1} << 32;
+inline constexpr unsigned kNodeShift = 33;
+inline constexpr std::uint64_t kNodeBits = ~std::uint64_t{0} << kNodeShift;
+/// The record has a deadline (word 2 as loaded).
+constexpr bool has_deadline(std::uint64_t word2) noexcept { return (word2 & kDeadlineFlag) != 0; }
 
 /// Where a record's deadline word lies in its payload: right after the key
 /// and the value, on the next word boundary.
@@ -212,7 +224,7 @@ inline void end_write(std::byte* rec, std::uint64_t new_stamp) noexcept {
                                               std::uint64_t capacity, bool prev_free, std::uint8_t policy_bits,
                                               std::uint64_t word2, State state, std::uint64_t deadline,
                                               std::size_t kept_key_words) noexcept {
-  if (deadline != 0) word2 = (word2 & 0xFFFFFFFFu) | kDeadlineFlag;
+  if (deadline != 0) word2 |= kDeadlineFlag;
   const std::uint64_t slack = (capacity - payload_for(key.size(), value.size())) / 8;
   begin_write(rec, new_stamp);
   const Meta m{static_cast<std::uint32_t>(value.size()), static_cast<std::uint16_t>(key.size()),
@@ -232,8 +244,8 @@ inline void end_write(std::byte* rec, std::uint64_t new_stamp) noexcept {
 
 /// Writes a live record at `rec` with the given payload capacity (at least
 /// payload_for(key, value, deadline != 0), at most kMaxSlackWords words
-/// more). `word2`: the checksum (0 in anonymous stores); the expiry half is
-/// set here from `deadline` (0: none). `state`: live, or dead (a removal's
+/// more). `word2`: the checksum (0 in anonymous stores) and the node word
+/// (kNodeBits), its deadline bit clear: set here from `deadline` (0: none). `state`: live, or dead (a removal's
 /// marker, which holds the key and no value: see Shard::erase).
 /// Out of line: store_concat() is inlined into it, and GCC, inlining both
 /// into a caller with literal keys, warns of the word loads of branches
@@ -248,15 +260,16 @@ inline void end_write(std::byte* rec, std::uint64_t new_stamp) noexcept {
 /// Rewrites a live record's value in place; the key stays where it is
 /// (`key` is the record's own: of its words only the one that holds the
 /// key's last bytes beside the value's first is stored again), and the
-/// prev-free and policy bits carry over. The record ends as write_live()
+/// prev-free and policy bits and the node word carry over. The record ends as write_live()
 /// would leave it. (Anonymous stores only: no checksum.) Inline, unlike
 /// write_live(): the overwrite's short path (Shard::overwrite_in_place).
 [[gnu::always_inline]] inline void rewrite_value(std::byte* rec, std::uint64_t new_stamp, std::string_view key,
                           std::string_view value, std::uint8_t type, std::uint64_t capacity,
                           std::uint64_t deadline = 0) noexcept {
   const Meta old = Meta::decode(load_relaxed(word_at(rec + 8)));
-  store_live(rec, new_stamp, key, value, type, capacity, old.prev_free(), old.policy_bits(), 0, State::live,
-             deadline, key.size() / 8);
+  const std::uint64_t node_word = load_relaxed(word_at(rec + 16)) & kNodeBits;
+  store_live(rec, new_stamp, key, value, type, capacity, old.prev_free(), old.policy_bits(), node_word,
+             State::live, deadline, key.size() / 8);
 }
 
 /// Turns the slot at `rec` into a free record of `capacity` payload bytes
@@ -308,6 +321,20 @@ inline void set_policy_bits(std::byte* rec, std::uint8_t bits) noexcept {
   if (flags == m.flags) return;
   m.flags = flags;
   store_relaxed(word_at(rec + 8), m.encode());
+}
+
+/// The node word of the record at `rec` (writer side): the policy's
+/// number + 1, 0 for none. Any value: the policy checks it.
+inline std::uint32_t node_word(const std::byte* rec) noexcept {
+  return static_cast<std::uint32_t>(load_relaxed(word_at(rec + 16)) >> kNodeShift);
+}
+/// Stores a live record's node word (below 2^31) without a new stamp, as
+/// set_prev_free(): readers and the checksum ignore it. Writes only if it
+/// changes (a reopened file's records keep theirs: no page is dirtied).
+inline void set_node_word(std::byte* rec, std::uint32_t word) noexcept {
+  const std::uint64_t w2 = load_relaxed(word_at(rec + 16));
+  const std::uint64_t next = (w2 & ~kNodeBits) | std::uint64_t{word} << kNodeShift;
+  if (next != w2) store_relaxed(word_at(rec + 16), next);
 }
 
 /// A free record's links (writer side). Relinking leaves the stamp alone:
@@ -369,12 +396,12 @@ inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec,
                                        std::uint64_t stamp, std::uint64_t word1,
                                        std::uint64_t avail) noexcept {
   const Meta m = Meta::decode(word1);
-  const std::uint64_t expiry = load_relaxed(word_at(rec + 16)) >> 32;
+  const bool deadline = has_deadline(load_relaxed(word_at(rec + 16)));
   std::uint64_t n = std::uint64_t{m.key_len} + m.value_len;
   std::uint64_t salt = 0;
-  if (expiry != 0) {
+  if (deadline) {
     const std::uint64_t end = deadline_offset(m.key_len, m.value_len) + 8;
-    if (expiry != 1 || end > m.capacity() || kHeaderBytes + end > avail) return ~stored_checksum(rec);
+    if (end > m.capacity() || kHeaderBytes + end > avail) return ~stored_checksum(rec);
     n = end;  // the zero padding and the deadline word
     salt = kDeadlineSalt;
   }
@@ -488,10 +515,9 @@ inline std::uint32_t checksum_in_place(std::uint32_t seed, const std::byte* rec,
 /// away) or damage shows that. Relaxed loads; the caller validates.
 [[gnu::always_inline]] inline std::uint64_t deadline_of(const std::byte* rec, const Meta& m,
                                                         std::uint64_t avail) noexcept {
-  const std::uint64_t expiry = load_relaxed(word_at(rec + 16)) >> 32;
-  if (expiry == 0) [[likely]] return 0;
+  if (!has_deadline(load_relaxed(word_at(rec + 16)))) [[likely]] return 0;
   const std::uint64_t at = deadline_offset(m.key_len, m.value_len);
-  if (expiry != 1 || at + 8 > m.capacity() || kHeaderBytes + at + 8 > avail) return 1;
+  if (at + 8 > m.capacity() || kHeaderBytes + at + 8 > avail) return 1;
   const std::uint64_t d = load_relaxed(payload_words(rec) + at / 8);
   return d == 0 ? 1 : d;
 }

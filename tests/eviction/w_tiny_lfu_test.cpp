@@ -128,7 +128,8 @@ TEST_CASE("CountMin counts each key, the least of its four counters", "[tinylfu]
   CHECK(s.sized_for() == 1000);
   CHECK(s.width() == std::max<std::uint64_t>(4096, kPageRow));  // 4 * 1000 rounded up to a power of two
   CHECK(s.sample_size() == 10000);
-  CHECK(s.mapped_bytes() == 4 * s.width() / 2);  // four rows of 4-bit counters
+  // Four rows of 4-bit counters, and a page for the halving's bit a block.
+  CHECK(s.mapped_bytes() == 4 * s.width() / 2 + offheap::detail::page_size());
   for (std::uint64_t k = 0; k < 200; ++k) {
     for (std::uint64_t i = 0; i < k % 16; ++i) s.increment(MockRecords::hash_of(k));
   }
@@ -145,6 +146,55 @@ TEST_CASE("CountMin saturates at 15", "[tinylfu][sketch]") {
   s.increment(8);
   CHECK(s.frequency(8) == 1);
   CHECK(s.frequency(7) == 15);
+}
+
+TEST_CASE("CountMin's halving is spread over the increments that follow; reads and increments see it done",
+          "[tinylfu][sketch]") {
+  CountMin s(kName, "a sketch");
+  s.resize(1000);  // 128 blocks: a pass of at most 64 increments
+  const std::uint64_t hot = MockRecords::hash_of(1), warm = MockRecords::hash_of(2);
+  for (int i = 0; i < 15; ++i) s.increment(hot);
+  for (int i = 0; i < 10; ++i) s.increment(warm);
+  std::uint64_t k = 100;
+  while (s.additions() < s.sample_size() - 1) s.increment(MockRecords::hash_of(k++ % 5000 + 100));
+  const unsigned warm_before = s.frequency(warm);
+  REQUIRE(warm_before >= 10);
+  REQUIRE_FALSE(s.halving());
+  s.increment(MockRecords::hash_of(99999));  // the sample is full: the pass begins
+  REQUIRE(s.halving());
+  CHECK(s.resets() == 1);
+  // Read before the pass reaches their blocks: already halved.
+  CHECK(s.frequency(hot) == 7);
+  CHECK(s.frequency(warm) == warm_before / 2);
+  // Raised while the pass runs: counted on the halved counts, and the pass
+  // (which skips a block an increment halved) does not halve them again.
+  for (int i = 0; i < 3; ++i) s.increment(warm);
+  CHECK(s.frequency(warm) == warm_before / 2 + 3);
+  int steps = 0;
+  while (s.halving()) {
+    s.increment(MockRecords::hash_of(200000 + steps));
+    ++steps;
+  }
+  CHECK(steps <= 64);
+  CHECK(s.frequency(hot) == 7);
+  CHECK(s.frequency(warm) == warm_before / 2 + 3);
+  // A second pass flips the blocks' marks the other way.
+  for (int i = 0; i < 8; ++i) s.increment(hot);  // 7 -> 15
+  while (s.additions() < s.sample_size() - 1) s.increment(MockRecords::hash_of(k++ % 5000 + 100));
+  s.increment(MockRecords::hash_of(99998));
+  REQUIRE(s.halving());
+  CHECK(s.frequency(hot) == 7);
+  s.increment(hot);
+  CHECK(s.frequency(hot) == 8);
+  while (s.halving()) s.increment(MockRecords::hash_of(300000 + steps++));
+  CHECK(s.frequency(hot) == 8);
+  // zero() ends a pass and every count.
+  s.increment(warm);
+  s.zero();
+  CHECK_FALSE(s.halving());
+  CHECK(s.frequency(hot) == 0);
+  s.increment(hot);
+  CHECK(s.frequency(hot) == 1);
 }
 
 TEST_CASE("CountMin halves every counter after 10 x its records increments", "[tinylfu][sketch]") {

@@ -27,6 +27,18 @@
 // counting saturated keys keeps the period from shrinking under a skewed
 // workload, where the few hottest keys take most accesses.
 //
+// The halving is spread over the increments that follow, kHalveBlocks
+// blocks each, in block order (a whole pass would hold the shard's lock
+// for time in proportion to the sketch: 256 MiB for 25M records a shard).
+// A bit per block (after the table, in the same mapping) says whether the
+// block was halved in the pass under way: equal to the sketch's parity,
+// which each pass flips. While a pass runs, frequency() reads a block not
+// yet halved at half its counts, and an increment halves its block first
+// if it waits (then the pass skips it): every read and every increment
+// sees what an immediate halving would have left. A pass takes at most
+// R / 8 increments, an 80th of the sample (the bits it skips were set by
+// increments, one each).
+//
 // The trade-off of the blocked layout: two keys in one block share all
 // four rows' 32-counter ranges, a little more overestimation than four
 // independent rows, for one cache miss an access instead of four.
@@ -65,10 +77,11 @@ class CountMin {
     const std::uint64_t counters = std::bit_ceil(records * 4) * kDepth;
     std::uint64_t blocks = counters / kCountersPerBlock;
     if (blocks < page_size() / kBlockBytes) blocks = page_size() / kBlockBytes;
-    auto* t = reinterpret_cast<std::uint64_t*>(map_optional(blocks * kBlockBytes, store_, what_));
+    auto* t = reinterpret_cast<std::uint64_t*>(map_optional(bytes_for(blocks), store_, what_));
     release();
     table_ = t;
     blocks_ = blocks;
+    halved_ = t + blocks * 8;  // all 0: the parity
     records_ = records;
     sample_ = records * kSamplePerRecord;
     additions_ = 0;
@@ -81,6 +94,10 @@ class CountMin {
   void increment(std::uint64_t hash) noexcept {
     if (table_ == nullptr) return;
     const std::uint64_t x = mix64(hash ^ kSalt);
+    if (halving_) {
+      halve_some();
+      if (waits(x & (blocks_ - 1))) halve_block(x & (blocks_ - 1));  // (then the pass skips it)
+    }
     std::uint64_t* b = block(x);
     unsigned v[kDepth];
     unsigned least = kMaxCount;
@@ -95,7 +112,7 @@ class CountMin {
       const unsigned c = counter(x, r);
       b[2 * r + c / 16] += std::uint64_t{1} << (4 * (c % 16));
     }
-    if (++additions_ >= sample_) halve();
+    if (++additions_ >= sample_) begin_halving();
   }
 
   /// The estimated count of `hash` (0-15); 0 while no table is mapped.
@@ -109,19 +126,24 @@ class CountMin {
       const unsigned v = static_cast<unsigned>((b[2 * r + c / 16] >> (4 * (c % 16))) & 15);
       if (v < least) least = v;
     }
-    return least;
+    return halving_ && waits(x & (blocks_ - 1)) ? least >> 1 : least;  // (what the pass will leave)
   }
 
   /// Every count zero, the sample restarted; the table stays mapped.
   void zero() noexcept {
+    halving_ = false;
+    parity_ = 0;  // (the marks are zeroed with the counts)
     if (table_ == nullptr) return;
-    if (!discard_pages(table_, blocks_ * kBlockBytes)) std::memset(table_, 0, blocks_ * kBlockBytes);
+    if (!discard_pages(table_, bytes_for(blocks_))) std::memset(table_, 0, bytes_for(blocks_));
     additions_ = 0;
   }
   /// Unmaps the table: counts nothing until the next resize().
   void release() noexcept {
-    unmap_optional(table_, blocks_ * kBlockBytes, store_);
+    unmap_optional(table_, bytes_for(blocks_), store_);
     table_ = nullptr;
+    halved_ = nullptr;
+    halving_ = false;
+    parity_ = 0;
     blocks_ = 0;
     records_ = 0;
     sample_ = 0;
@@ -133,8 +155,9 @@ class CountMin {
   std::uint64_t width() const noexcept { return blocks_ * kCountersPerRow; }
   std::uint64_t sample_size() const noexcept { return sample_; }  // 10 * R
   std::uint64_t additions() const noexcept { return additions_; }  // counted since the last halving
-  std::uint64_t resets() const noexcept { return resets_; }  // halvings ever
-  std::uint64_t mapped_bytes() const noexcept { return blocks_ * kBlockBytes; }
+  std::uint64_t resets() const noexcept { return resets_; }  // halvings ever (begun)
+  bool halving() const noexcept { return halving_; }  // a halving's pass is under way
+  std::uint64_t mapped_bytes() const noexcept { return bytes_for(blocks_); }
 
  private:
   static constexpr std::uint64_t kBlockBytes = 64;
@@ -148,11 +171,39 @@ class CountMin {
   static unsigned counter(std::uint64_t x, unsigned row) noexcept {
     return static_cast<unsigned>((x >> (44 + 5 * row)) & 31);
   }
-  void halve() noexcept {
-    const std::uint64_t words = blocks_ * 8;
-    for (std::uint64_t i = 0; i < words; ++i) table_[i] = (table_[i] >> 1) & kLowBits;
+  /// Blocks halved per increment while a pass runs.
+  static constexpr std::uint64_t kHalveBlocks = 2;
+
+  /// The table and, after it, a bit a block, in whole pages.
+  static std::uint64_t bytes_for(std::uint64_t blocks) noexcept {
+    return blocks == 0 ? 0 : round_up(blocks * kBlockBytes + (blocks + 63) / 64 * 8, page_size());
+  }
+  /// Block i was not halved yet in the pass under way (its mark is not
+  /// the parity). Only meaningful while halving_.
+  bool waits(std::uint64_t i) const noexcept { return ((halved_[i / 64] >> (i % 64)) & 1) != parity_; }
+  void halve_block(std::uint64_t i) noexcept {
+    for (std::uint64_t w = i * 8; w < i * 8 + 8; ++w) table_[w] = (table_[w] >> 1) & kLowBits;
+    halved_[i / 64] ^= std::uint64_t{1} << (i % 64);  // now the parity
+  }
+  /// Every counter halved: the pass starts (every block waits: the parity
+  /// flips), carried on by the increments that follow.
+  void begin_halving() noexcept {
+    while (halving_) halve_some();  // (a pass outlasting a sample: not with these sizes)
+    parity_ ^= 1;
+    halving_ = true;
+    cursor_ = 0;
     additions_ = 0;
     ++resets_;
+  }
+  /// The pass's next kHalveBlocks blocks that wait.
+  void halve_some() noexcept {
+    for (std::uint64_t n = 0; n < kHalveBlocks && cursor_ < blocks_; ++cursor_) {
+      if (waits(cursor_)) {
+        halve_block(cursor_);
+        ++n;
+      }
+    }
+    if (cursor_ == blocks_) halving_ = false;
   }
 
   const StoreName& store_;
@@ -163,6 +214,10 @@ class CountMin {
   std::uint64_t sample_ = 0;
   std::uint64_t additions_ = 0;
   std::uint64_t resets_ = 0;
+  std::uint64_t* halved_ = nullptr;  // after the table: a bit a block, the parity once halved
+  bool halving_ = false;     // a pass is under way (blocks whose mark is not parity_ wait)
+  std::uint64_t parity_ = 0;
+  std::uint64_t cursor_ = 0; // the pass's next block
 };
 
 }  // namespace offheap::detail

@@ -197,6 +197,78 @@ TEST_CASE("CountMin's halving is spread over the increments that follow; reads a
   CHECK(s.frequency(hot) == 1);
 }
 
+TEST_CASE("CountMin's next halving after zero() or resize() in the middle of a pass halves every block",
+          "[tinylfu][sketch]") {
+  const bool by_resize = GENERATE(false, true);
+  CountMin s(kName, "a sketch");
+  s.resize(1000);
+  const std::uint64_t hot = MockRecords::hash_of(1);
+  std::uint64_t k = 100;
+  const auto fill_sample = [&] {
+    while (s.additions() < s.sample_size() - 1) s.increment(MockRecords::hash_of(k++ % 5000 + 100));
+    s.increment(MockRecords::hash_of(k++ % 5000 + 100));
+  };
+  // Passes one and two, then a third stopped short by zero() or resize():
+  // the blocks' marks and the parity start over together.
+  for (int pass = 0; pass < 3; ++pass) {
+    fill_sample();
+    REQUIRE(s.halving());
+    if (pass < 2) s.finish_halving();
+  }
+  if (by_resize) s.resize(1000); else s.zero();
+  REQUIRE_FALSE(s.halving());
+  for (int i = 0; i < 8; ++i) s.increment(hot);
+  REQUIRE(s.frequency(hot) == 8);
+  fill_sample();
+  REQUIRE(s.halving());
+  CHECK(s.frequency(hot) == 4);
+  s.finish_halving();
+  CHECK(s.frequency(hot) == 4);
+}
+
+TEST_CASE("CountMin's halving over later increments reads as an immediate one: zero() and resize() mid-pass, "
+          "passes that overlap",
+          "[tinylfu][sketch]") {
+  // Two sketches fed the same calls: `lazy` leaves each pass to the
+  // increments that follow; `eager` finishes it at once after every call
+  // (the halving all at once). Every key reads the same in both, always.
+  const std::uint64_t records = GENERATE(1, 3, 50, 1000);  // 1 and 3: a floor-sized sketch, passes overlap
+  CountMin lazy(kName, "lazy"), eager(kName, "eager");
+  lazy.resize(records);
+  eager.resize(records);
+  SplitMix64 rng(records);
+  const std::uint64_t keys = records * 4 + 8;
+  std::uint64_t overlapped = 0, halvings_seen = 0;
+  for (int step = 0; step < 300000; ++step) {
+    const std::uint64_t op = rng.below(100000);
+    if (op == 0) {
+      lazy.zero();  // mid-pass or not: the parity restarts with the bits
+      eager.zero();
+    } else if (op == 1) {
+      lazy.resize(records);  // a new table mid-pass
+      eager.resize(records);
+    } else {
+      const std::uint64_t h = MockRecords::hash_of(rng.below(2) == 0 ? rng.below(8) : rng.below(keys));
+      const bool was_halving = lazy.halving();
+      const std::uint64_t resets = lazy.resets();
+      lazy.increment(h);
+      eager.increment(h);
+      eager.finish_halving();
+      overlapped += was_halving && lazy.resets() != resets;
+      halvings_seen += lazy.resets() != resets;
+    }
+    REQUIRE(lazy.resets() == eager.resets());
+    REQUIRE(lazy.additions() == eager.additions());
+    for (int probe = 0; probe < 4; ++probe) {
+      const std::uint64_t h = MockRecords::hash_of(rng.below(keys));
+      INFO("step " << step << ", records " << records);
+      REQUIRE(lazy.frequency(h) == eager.frequency(h));
+    }
+  }
+  CHECK(halvings_seen > 10);
+  if (records <= 3) CHECK(overlapped > 0);
+}
+
 TEST_CASE("CountMin halves every counter after 10 x its records increments", "[tinylfu][sketch]") {
   CountMin s(kName, "a sketch");
   s.resize(1000);

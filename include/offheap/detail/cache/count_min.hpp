@@ -17,7 +17,8 @@
 //
 // A row is blocks * 32 counters wide (a power of two). The sketch is sized
 // for a number of records R: rows of 4 * R counters rounded up to a power
-// of two (at least a page of blocks), 8 bytes per record. A count is the
+// of two (at least a page of blocks), 8-16 bytes per record (and a bit a
+// block for the halving, below, in the last page). A count is the
 // least of the key's four counters (too high only when all four collide).
 // An increment raises only the counters that hold that least count
 // (conservative update: a collision in one row no longer inflates the
@@ -36,8 +37,10 @@
 // yet halved at half its counts, and an increment halves its block first
 // if it waits (then the pass skips it): every read and every increment
 // sees what an immediate halving would have left. A pass takes at most
-// R / 8 increments, an 80th of the sample (the bits it skips were set by
-// increments, one each).
+// R / 8 increments, an 80th of the sample, once the sketch is past its
+// floor of a page of blocks (the bits it skips were set by increments, one
+// each); a sketch at its floor for a few records may fill a sample before
+// its pass ends, and the next pass then finishes the last one first.
 //
 // The trade-off of the blocked layout: two keys in one block share all
 // four rows' 32-counter ranges, a little more overestimation than four
@@ -157,6 +160,11 @@ class CountMin {
   std::uint64_t additions() const noexcept { return additions_; }  // counted since the last halving
   std::uint64_t resets() const noexcept { return resets_; }  // halvings ever (begun)
   bool halving() const noexcept { return halving_; }  // a halving's pass is under way
+  /// Halves every block the pass under way has left (tests compare a
+  /// sketch settled after each call with one left to its increments).
+  void finish_halving() noexcept {
+    while (halving_) halve_some();
+  }
   std::uint64_t mapped_bytes() const noexcept { return bytes_for(blocks_); }
 
  private:
@@ -188,7 +196,7 @@ class CountMin {
   /// Every counter halved: the pass starts (every block waits: the parity
   /// flips), carried on by the increments that follow.
   void begin_halving() noexcept {
-    while (halving_) halve_some();  // (a pass outlasting a sample: not with these sizes)
+    finish_halving();  // (a pass outlasting a sample: a sketch at its floor)
     parity_ ^= 1;
     halving_ = true;
     cursor_ = 0;

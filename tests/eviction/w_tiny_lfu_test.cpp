@@ -148,7 +148,7 @@ TEST_CASE("CountMin saturates at 15", "[tinylfu][sketch]") {
   CHECK(s.frequency(7) == 15);
 }
 
-TEST_CASE("CountMin's halving is spread over the increments that follow; reads and increments see it done",
+TEST_CASE("CountMin's halving is spread over the increments that follow: reads and increments see it done",
           "[tinylfu][sketch]") {
   CountMin s(kName, "a sketch");
   s.resize(1000);  // 128 blocks: a pass of at most 64 increments

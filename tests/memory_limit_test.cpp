@@ -631,6 +631,7 @@ void killed_at_limit(const Profile& profile, int trials, bool must_open) {
       t.memory_limit_bytes = limit / 10 * profile.tenths;
       t.capacity_bytes = t.memory_limit_bytes;
       bool opened = false;
+      std::string refused_why;
       try {
         C c(t);
         opened = true;
@@ -643,11 +644,13 @@ void killed_at_limit(const Profile& profile, int trials, bool must_open) {
         c.put("after", "the reopened cache writes");
         REQUIRE(c.get("after") == "the reopened cache writes");
       } catch (const offheap::Error& e) {
+        refused_why = e.what();
         REQUIRE_FALSE(opened);
         REQUIRE(e.code() == offheap::Errc::out_of_space);
         REQUIRE(std::string(e.what()).find("memory_limit_bytes") != std::string::npos);
       }
       if (profile.tighter == T::refused) REQUIRE_FALSE(opened);
+      INFO("the tighter open: " << refused_why);
       if (must_open) REQUIRE(opened);
       if (!opened) {
         t.memory_limit_bytes = limit;  // a refused open changed nothing

@@ -78,12 +78,14 @@ class NodeLists {
   }
   /// At open: node `want` (the number the record's header kept: a hint)
   /// if it is free, below the limit begin_restore() set, and its segment
-  /// can be mapped; else a new one, as insert() (which reserve_one() made
-  /// sure of: a refusal to map the wanted segment, Options::memory_limit_bytes
-  /// say, costs the hint, not the restore). Records restored after a clean
-  /// close keep their numbers, so their headers need no write.
+  /// is mapped or (with no Options::memory_limit_bytes, whose room the
+  /// other structures need more than a kept number) can be; else a new
+  /// one, as insert() (which reserve_one() made sure of: a refusal to map
+  /// the wanted segment costs the hint, not the restore). Records restored
+  /// after a clean close keep their numbers, so their headers need no write.
   std::uint32_t restore_at(std::uint32_t want, std::uint64_t loc, std::uint64_t stamp, unsigned list) {
-    if (want < restore_limit_ && (want >= used_ || node(want).list == kNone)) {
+    if (want < restore_limit_ && (want >= used_ || node(want).list == kNone) &&
+        (want < mapped_nodes() || store_.budget.limit() == 0)) {
       try {
         while (want >= mapped_nodes()) map_segment();
         place(want, loc, stamp, list);
@@ -94,10 +96,10 @@ class NodeLists {
     }
     return insert(loc, stamp, list);
   }
-  /// Restores may take node numbers below max(records * 2, a segment):
-  /// the memory mapped for them stays in proportion to the records.
+  /// Restores may take node numbers below records + a segment: the nodes
+  /// mapped stay those of the records, and a segment.
   void begin_restore(std::uint64_t records) noexcept {
-    const std::uint64_t limit = records * 2 + kPerSegment;
+    const std::uint64_t limit = records + kPerSegment;
     restore_limit_ = limit < kMaxNodes ? limit : kMaxNodes;
   }
   /// Unlinks node n and frees it.

@@ -186,36 +186,6 @@ class WTinyLfu {
     }
     climb(host);
   }
-  /// admit() and restore(): a node (`want`, if free: restore_at()) at the
-  /// window's head. Throws Error(out_of_space), nothing changed but the
-  /// sketch's first table maybe mapped, if memory for the record's node
-  /// (or for the sketch's first table) cannot be mapped.
-  template <class Host>
-  void enter(const Handle& h, Host& host, std::uint32_t want) {
-    // The first table: the record is already in the store, so a refusal
-    // (Options::memory_limit_bytes, the OS) is not thrown; the sketch reads
-    // 0 for every key until a later admit maps it. Later resizes may fail
-    // and keep the old one.
-    if (!sketch_.mapped()) {
-      const std::uint64_t est = estimate_records(h.bytes);
-      if (est >= 2 * sketch_refused_) {  // after a refusal, not again for every admit
-        try {
-          sketch_.resize(est);
-        } catch (const Error&) {
-          sketch_refused_ = est;
-        }
-      }
-    }
-    const std::uint32_t n = want == detail::NodeLists::kNone ? nodes_.insert(h.loc, h.stamp, kWindow)
-                                                             : nodes_.restore_at(want, h.loc, h.stamp, kWindow);
-    host.set_node(h, n);  // (nodes_ may have thrown: nothing changed yet)
-    bytes_[kWindow] += h.bytes;
-    resize_sketch_if_needed();
-    sketch_.increment(h.hash);
-    ++sample_misses_;
-    spill_window(host);
-    climb(host);
-  }
 
   /// Evicts exactly one record (host.evict once); false if the lists hold
   /// none. If host.evict throws, the record is still in its list.
@@ -312,6 +282,37 @@ class WTinyLfu {
 
  private:
   static constexpr unsigned kWindow = 0, kProbation = 1, kProtected = 2;
+
+  /// admit() and restore(): a node (`want`, if free: restore_at()) at the
+  /// window's head. Throws Error(out_of_space), nothing changed but the
+  /// sketch's first table maybe mapped, if memory for the record's node
+  /// (or for the sketch's first table) cannot be mapped.
+  template <class Host>
+  void enter(const Handle& h, Host& host, std::uint32_t want) {
+    // The first table: the record is already in the store, so a refusal
+    // (Options::memory_limit_bytes, the OS) is not thrown; the sketch reads
+    // 0 for every key until a later admit maps it. Later resizes may fail
+    // and keep the old one.
+    if (!sketch_.mapped()) {
+      const std::uint64_t est = estimate_records(h.bytes);
+      if (est >= 2 * sketch_refused_) {  // after a refusal, not again for every admit
+        try {
+          sketch_.resize(est);
+        } catch (const Error&) {
+          sketch_refused_ = est;
+        }
+      }
+    }
+    const std::uint32_t n = want == detail::NodeLists::kNone ? nodes_.insert(h.loc, h.stamp, kWindow)
+                                                             : nodes_.restore_at(want, h.loc, h.stamp, kWindow);
+    host.set_node(h, n);  // (nodes_ may have thrown: nothing changed yet)
+    bytes_[kWindow] += h.bytes;
+    resize_sketch_if_needed();
+    sketch_.increment(h.hash);
+    ++sample_misses_;
+    spill_window(host);
+    climb(host);
+  }
 
   Handle handle_of(std::uint32_t n) const noexcept { return Handle{nodes_.node(n).loc, nodes_.node(n).stamp, 0, 0}; }
   std::uint64_t main_bytes() const noexcept { return bytes_[kProbation] + bytes_[kProtected]; }

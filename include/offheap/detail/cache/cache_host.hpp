@@ -673,13 +673,29 @@ std::string CacheHost<S>::verify_policy(const S& sh) const {
     if (!count_hits_) return {};  // read-only: the policy was never rebuilt (no evictions)
     std::vector<std::uint64_t> held;  // locations of the current records the policy holds
     std::uint64_t held_bytes = 0, entries = 0;
-    policy_.for_each_entry([&](std::uint64_t raw, std::uint64_t stamp) {
+    std::string bad_word;  // the first current record whose node word is not its node's
+    // One pass over the handles: a handle names a current record or is
+    // stale (skipped by its stamp); with a node (`n`, kNoNode for a policy
+    // that keeps none), a current record keeps its node's number in its
+    // node word (carried over by each replacement and move).
+    const auto audit = [&](std::uint32_t n, std::uint64_t raw, std::uint64_t stamp) {
       ++entries;
       const HeldRecord r = held_record(sh, Location::from_raw(raw), stamp, false);
-      if (!r.found) return;  // stale: skipped by its stamp
+      if (!r.found) return;
       held.push_back(raw);
       held_bytes += r.bytes;
-    });
+      if (n == eviction::kNoNode || !bad_word.empty()) return;
+      const std::uint32_t w = record::node_word(sh.journal_.at(Location::from_raw(raw)));
+      if (w != n + 1) {
+        bad_word = sh.journal_.name() + ": the record at " + std::to_string(raw) + " keeps node word " +
+                   std::to_string(w) + "; its policy node is " + std::to_string(n) + " (+1)";
+      }
+    };
+    if constexpr (requires { policy_.for_each_node([](std::uint32_t, std::uint64_t, std::uint64_t) {}); }) {
+      policy_.for_each_node(audit);
+    } else {
+      policy_.for_each_entry([&](std::uint64_t raw, std::uint64_t stamp) { audit(eviction::kNoNode, raw, stamp); });
+    }
     std::sort(held.begin(), held.end());
     if (std::adjacent_find(held.begin(), held.end()) != held.end()) {
       return sh.journal_.name() + ": the eviction policy holds a live record twice";
@@ -689,21 +705,7 @@ std::string CacheHost<S>::verify_policy(const S& sh) const {
              " live records (" + std::to_string(held_bytes) + " bytes) of the " + std::to_string(sh.size()) +
              " indexed (" + std::to_string(sh.live_bytes_) + " bytes)";
     }
-    // A policy that finds its records' nodes by their node words: every
-    // current record keeps its node's number (carried over by each
-    // replacement and move).
-    if constexpr (requires { policy_.for_each_node([](std::uint32_t, std::uint64_t, std::uint64_t) {}); }) {
-      std::string bad;
-      policy_.for_each_node([&](std::uint32_t n, std::uint64_t raw, std::uint64_t stamp) {
-        if (!bad.empty() || !held_record(sh, Location::from_raw(raw), stamp, false).found) return;
-        const std::uint32_t w = record::node_word(sh.journal_.at(Location::from_raw(raw)));
-        if (w != n + 1) {
-          bad = sh.journal_.name() + ": the record at " + std::to_string(raw) + " keeps node word " +
-                std::to_string(w) + "; its policy node is " + std::to_string(n) + " (+1)";
-        }
-      });
-      if (!bad.empty()) return bad;
-    }
+    if (!bad_word.empty()) return bad_word;
     const eviction::PolicyStats p = policy_.stats();
     if (p.bytes != sh.live_bytes_) {
       return sh.journal_.name() + ": the eviction policy counts " + std::to_string(p.bytes) +

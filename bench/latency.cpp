@@ -48,6 +48,12 @@
 //           alternating put and get, then a writer thread and a reader
 //           thread, each for --seconds.
 //
+// After the cache scene, the memory floor (pointer_chase.hpp): chains of
+// 1, 2, 4 and 8 dependent loads from random lines of a buffer twice the
+// caches' capacity, each timed as an operation, so that an evicting put's
+// p99.9 / p50 (a few dependent misses) is read beside what the misses alone
+// give on this machine.
+//
 // Beside every row: the noise floor, the same timing loop around an empty
 // operation for as long as the row ran, on as many runnable threads as the
 // row had: its timed threads, and for offheap a spinning thread in place of
@@ -67,6 +73,7 @@
 #include "concurrent_peers.hpp"
 #include "latency_recorder.hpp"
 #include "platform.hpp"
+#include "pointer_chase.hpp"
 #include "scratch_dir.hpp"
 #include "subjects.hpp"
 #include "tsc.hpp"
@@ -992,6 +999,74 @@ Row cache_row(bool two_threads) {
   return row;
 }
 
+/// The cache scene's memory floor: chains of `loads` dependent loads from
+/// random lines of a buffer twice the caches' capacity (pointer_chase.hpp),
+/// each chain timed as an operation is, one timed thread beside a spinning
+/// one (as the one-thread rows, whose maintenance thread the spinner
+/// stands for). A put at a cache's capacity is a few dependent misses: its
+/// p99.9 / p50 is read against the chain whose p50 is nearest its own.
+void memory_floor(const std::vector<Row>& rows) {
+  PointerChase chase(2 * g.cache_bytes);
+  struct Chain {
+    int loads;
+    Phase phase;
+    std::unique_ptr<Recorder> rec;
+  };
+  std::vector<Chain> chains;
+  for (const int loads : {1, 2, 4, 8}) {
+    Chain c{loads, {}, std::make_unique<Recorder>('e', g_slow_ticks)};
+    c.phase = run_phase(1, 1, std::max(0.2, g.seconds / 2), [&](int, Start& st, ThreadRec& r) {
+      std::uint64_t sink = chase.chase(1024);  // untimed: the TLB and the first lines
+      st.arrive();
+      for (std::uint64_t n = 0;; ++n) {
+        if (st.past(n)) break;
+        const std::uint64_t t0 = tsc_begin();
+        sink += chase.chase(loads);
+        const std::uint64_t t1 = tsc_end();
+        r.empty.record(t1 - t0, t0, n);
+      }
+      asm volatile("" : : "r"(sink));
+    });
+    for (const auto& r : c.phase.threads) c.rec->merge(r->empty);
+    c.phase.threads.clear();
+    chains.push_back(std::move(c));
+  }
+  std::printf("\nThe machine's memory floor, in the same run: chains of dependent loads from random 64-byte lines of "
+              "a %s MiB buffer (4 KiB pages), each chain timed as one operation; 1 timed + 1 spinning thread, %g s "
+              "each\n\n",
+              with_commas(chase.bytes() / kMiB).c_str(), std::max(0.2, g.seconds / 2));
+  std::printf("| dependent loads | ops | p50 | p99 | p99.9 | p99.99 | max | p99.9 / p50 |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  const auto ratio = [](const LatencyHistogram& h) {
+    const double p50 = static_cast<double>(h.percentile(0.5));
+    return p50 > 0 ? static_cast<double>(h.percentile(0.999)) / p50 : 0.0;
+  };
+  for (const Chain& c : chains) {
+    const LatencyHistogram& h = c.rec->hist();
+    const auto p = [&](double q) { return dur(g_rate.ns(h.percentile(q))); };
+    std::printf("| %d | %s | %s | %s | %s | %s | %s | %.2fx |\n", c.loads, with_commas(h.count()).c_str(),
+                p(0.5).c_str(), p(0.99).c_str(), p(0.999).c_str(), p(0.9999).c_str(), dur(g_rate.ns(h.max())).c_str(),
+                ratio(h));
+  }
+  std::printf("\nPuts against it (one-thread rows): p99.9 / p50, and the chain whose p50 is nearest the put's:\n");
+  for (const Row& r : rows) {
+    if (r.threads.rfind("1 ", 0) != 0 || r.put->hist().count() == 0) continue;
+    const LatencyHistogram& h = r.put->hist();
+    const Chain* near = &chains.front();
+    for (const Chain& c : chains) {
+      const auto gap = [&](const Chain& x) {
+        return std::abs(std::log(static_cast<double>(x.rec->hist().percentile(0.5)) /
+                                 static_cast<double>(h.percentile(0.5))));
+      };
+      if (gap(c) < gap(*near)) near = &c;
+    }
+    std::printf("  %s: put p99.9 / p50 %.2fx (p50 %s); %d dependent loads: %.2fx (p50 %s)\n", r.subject.c_str(),
+                ratio(h), dur(g_rate.ns(h.percentile(0.5))).c_str(), near->loads, ratio(near->rec->hist()),
+                dur(g_rate.ns(near->rec->hist().percentile(0.5))).c_str());
+  }
+  std::fflush(stdout);
+}
+
 void cache_scene() {
   std::vector<Row> rows;
   for (const bool two : {false, true}) {
@@ -1006,6 +1081,7 @@ void cache_scene() {
                 with_commas(g.cache_bytes).c_str(), with_commas(g.cache_bytes / kMiB).c_str(),
                 with_commas(kW1Entries).c_str(), g.seconds);
   print_scene(title, rows, "op");
+  memory_floor(rows);
 }
 
 // ---- the platform, flags, main ---------------------------------------------------

@@ -110,6 +110,11 @@ struct NullLock {
 /// then yields its time slice between tries, so a preempted holder does not
 /// burn its waiters' slices. Writer critical sections are short (a record
 /// copy and a few index words), which is what makes spinning the right call.
+///
+/// Optional for a Policy's Lock: `contended()`, whether a thread waits for
+/// it. The maintenance thread asks it between the hits and evictions of
+/// its batches, and lets the lock go at once to a waiting writer (a writer
+/// then waits for one hit's or one eviction's work, not a batch's).
 class WriterLock {
  public:
   void lock() noexcept {
@@ -120,12 +125,19 @@ class WriterLock {
   }
   bool try_lock() noexcept { return !locked_.exchange(true, std::memory_order_acquire); }
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+  /// Whether a thread is waiting for the lock (a hint: relaxed, and a
+  /// waiter counts from its first failed try).
+  bool contended() const noexcept { return waiting_.load(std::memory_order_relaxed) != 0; }
 
  private:
   void lock_slow() noexcept {
+    // Relaxed: a hint the holder polls (contended()); the lock's own
+    // ordering is locked_'s acquire and release.
+    waiting_.fetch_add(1, std::memory_order_relaxed);
     for (unsigned spins = 0;; ++spins) {
       if (!locked_.load(std::memory_order_relaxed) &&
           !locked_.exchange(true, std::memory_order_acquire)) {
+        waiting_.fetch_sub(1, std::memory_order_relaxed);
         return;
       }
       if (spins < 128) {
@@ -139,6 +151,7 @@ class WriterLock {
   }
 
   std::atomic<bool> locked_{false};
+  std::atomic<std::uint32_t> waiting_{0};  // threads in lock_slow()
 };
 
 /// What a Policy must provide.

@@ -119,10 +119,12 @@ class HitBuffers {
     return n;
   }
 
-  /// Calls fn(loc, stamp, hash) for every hit recorded since the last drain.
-  /// One drainer at a time (the shard's lock).
-  template <class F>
-  std::uint64_t drain(F&& fn) {
+  /// Calls fn(loc, stamp, hash) for every hit recorded since the last drain,
+  /// ring by ring, until stop() (asked after each hit) says to stop: the
+  /// hits left stay for the next drain. One drainer at a time (the shard's
+  /// lock).
+  template <class F, class Stop>
+  std::uint64_t drain(F&& fn, Stop&& stop) {
     std::uint64_t n = 0;
     const std::uint32_t threads = ThreadNumbers::high_water();
     for (std::uint32_t t = 0; t < threads; ++t) {
@@ -130,15 +132,30 @@ class HitBuffers {
       Ring& r = rings_[t];
       const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);  // the drainer's own
       const std::uint64_t head = r.head.load(std::memory_order_acquire);
-      for (std::uint64_t i = tail; i != head; ++i) {
+      std::uint64_t i = tail;
+      bool stopped = false;
+      while (i != head) {
         const std::uint64_t* e = r.entries[i & (kEntries - 1)];
         fn(load_relaxed(e), load_relaxed(e + 1), load_relaxed(e + 2));
+        ++i;
+        if (stop()) {
+          stopped = true;
+          break;
+        }
       }
-      if (head == tail) continue;  // (the line the reader loads in room() stays clean)
-      n += head - tail;
-      r.tail.store(head, std::memory_order_release);
+      if (i != tail) {  // (else the line the reader loads in room() stays clean)
+        n += i - tail;
+        // Pairs with the reader's acquire load of tail in room(): the
+        // entries up to i are read before the reader writes over them.
+        r.tail.store(i, std::memory_order_release);
+      }
+      if (stopped) break;
     }
     return n;
+  }
+  template <class F>
+  std::uint64_t drain(F&& fn) {
+    return drain(fn, [] { return false; });
   }
 
   /// Whether a reader dropped a hit on a full ring since the last call, and

@@ -332,14 +332,15 @@ class alignas(64) Shard {
   void clear() noexcept;
 
   /// Drops the pages of replaced index tables once no walk is in progress,
-  /// and drains the readers' hits. Returns whether a reader dropped a hit
-  /// on a full ring since the last call (the rings want draining more
-  /// often than they were). Takes the lock.
-  bool maintain() {
+  /// and drains the readers' hits (`yield`: until a writer waits for the
+  /// lock). Returns whether a reader dropped a hit on a full ring since
+  /// the last call (the rings want draining more often than they were).
+  /// Takes the lock.
+  bool maintain(bool yield = false) {
     std::lock_guard<Lock> guard(lock_);
     index_.drop_retired(walks_);
     if constexpr (kBufferedHits) {
-      cache_.drain_hits(*this);
+      cache_.drain_hits(*this, yield);
       return cache_.take_full();
     }
     return false;
@@ -418,7 +419,19 @@ class alignas(64) Shard {
   // ---- caches (cache/cache_host.hpp says what each does) -----------------------
 
   void set_capacity(std::uint64_t capacity, std::uint64_t slack) { cache_.set_capacity(*this, capacity, slack); }
-  std::uint64_t evict_to_capacity(std::uint64_t max_records) { return cache_.evict_to_capacity(*this, max_records); }
+  std::uint64_t evict_to_capacity(std::uint64_t max_records, bool yield = false) {
+    return cache_.evict_to_capacity(*this, max_records, yield);
+  }
+  /// Whether a writer waits for the lock (a hint, for the maintenance
+  /// thread's batches: it lets the lock go; false where the Lock cannot
+  /// tell, policy.hpp).
+  bool writer_waiting() const noexcept {
+    if constexpr (requires { lock_.contended(); }) {
+      return lock_.contended();
+    } else {
+      return false;
+    }
+  }
   void leave_drains_to_maintenance() noexcept { cache_.leave_drains_to_maintenance(); }
   void rebuild_policy(bool may_evict) { cache_.rebuild_policy(*this, may_evict); }
   /// Before any shard's rebuild_policy() (one shard at a time, so that

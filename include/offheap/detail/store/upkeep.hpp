@@ -6,9 +6,12 @@
 // StoreEngine it is given (engine.hpp), which outlives it.
 //
 // A round: records past their deadline expire; a cache evicts down to its
-// capacity (in batches of 256 records per shard, so that writers wait at
-// most that long for a shard's lock); readers' hits are drained into the
-// policy and replaced index tables dropped; removals are reported to the
+// capacity (in batches of up to 256 records per shard); readers' hits are
+// drained into the policy and replaced index tables dropped (the batches of
+// evictions and hits let the shard's lock go as soon as a writer waits for
+// it: WriterLock::contended(), so that a writer waits for one eviction or
+// one hit, not a batch: LruCache's put p99.9 was 5.4x its p50 with the
+// batches, 3.4x without the thread); removals are reported to the
 // listener (in batches); sparse chunks are compacted and free pages handed
 // back to the OS; a sync runs when Durability::periodic's interval has
 // passed. Caches and listeners: a round 1 ms after one that found work,
@@ -196,7 +199,9 @@ void Upkeep<P>::start() {
         }
         if constexpr (Shard::kEvicts) {
           for (Shard& s : e_.shards_) {
-            const std::uint64_t n = limited([&] { return s.evict_to_capacity(256); });
+            // (Each batch lets the lock go at once to a writer that waits
+            // for it: the writer evicts for itself.)
+            const std::uint64_t n = limited([&] { return s.evict_to_capacity(256, true); });
             backlog = backlog || n == 256;
             work = work || n != 0;
           }
@@ -204,7 +209,7 @@ void Upkeep<P>::start() {
         for (Shard& s : e_.shards_) {
           // Readers dropped hits on full rings: work, so that the next
           // drain comes after `idle`, not after a backed-off sleep.
-          if (s.maintain()) work = true;
+          if (s.maintain(true)) work = true;
         }
         if (e_.options_.on_removal) {
           for (Shard& s : e_.shards_) {

@@ -41,9 +41,12 @@
 // other's files.
 //
 // Caches. Options::capacity_bytes counts what Stats::live_bytes counts and
-// is split evenly among the shards. A maintenance thread (or maintain(),
-// with background_maintenance = false) evicts down to it, 256 records per
-// shard at a time, back to back while a backlog remains, 1 ms after a
+// is split evenly among the shards. A write to a shard past its share
+// evicts about as much as it adds; the maintenance thread evicts the rest
+// down to it in each shard no write changed since its last round (and
+// maintain(), with background_maintenance = false, in every shard), 256
+// records per shard at a time (the thread lets the lock go to a writer
+// that waits), back to back while a backlog remains, 1 ms after a
 // round that found work, backing off to a round every 16 ms while it finds
 // none (an idle cache wakes about 60 times a second; for LRU and W-TinyLFU
 // a reader that found its hit ring full counts as work, so a cache that is

@@ -58,8 +58,11 @@
 // share plus a slack of 1/16 (at least 4 KiB) as much as its record needs,
 // so live bytes never pass capacity_bytes * 17/16 (+ 4 KiB per shard). A record larger
 // than a shard's share plus the slack is refused (Errc::value_too_large);
-// one that fits only in the slack is stored and evicted again at the next
-// round.
+// one that fits only in the slack is stored and evicted again at the first
+// round after its shard's writes pause. So a shard being written holds up
+// to about a record over its share (maintenance_backlog_bytes stays above
+// 0 while writes keep coming: a write that replaces a record by one of
+// the same size evicts nothing), and none a round or two after they stop.
 //
 // How a reader's hit reaches the policy. S3-FIFO: the reader raises the
 // record's 2-bit frequency, kept in the low bits of its index slot, with

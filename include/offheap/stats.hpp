@@ -159,7 +159,9 @@ struct Stats {
                                            ///< for deadlines),
                                            ///< growing while a round is slow (a listener)
   std::uint64_t maintenance_backlog_bytes = 0;  ///< caches: live bytes above each shard's share
-                                                ///< of capacity_bytes, summed: still to evict
+                                                ///< of capacity_bytes, summed: still to evict (up
+                                                ///< to about a record a shard while it is being
+                                                ///< written; 0 a round or two after writes pause)
 
   // Files (file-backed stores).
   std::uint64_t corrupt_records = 0;  ///< damaged records met: dropped by recovery (a

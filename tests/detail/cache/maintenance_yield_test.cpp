@@ -21,6 +21,20 @@
 using offheap::detail::HitBuffers;
 
 namespace {
+// A writer lock that can be told to report a waiting writer (contended())
+// whether one waits or not.
+std::atomic<bool> g_report_waiting{false};
+struct ReportingLock {
+  offheap::WriterLock lock_;
+  void lock() noexcept { lock_.lock(); }
+  bool try_lock() noexcept { return lock_.try_lock(); }
+  void unlock() noexcept { lock_.unlock(); }
+  bool contended() const noexcept { return g_report_waiting.load() || lock_.contended(); }
+};
+struct ReportingLruPolicy : offheap::LruCachePolicy {
+  using Lock = ReportingLock;
+};
+
 std::string key_of(std::uint64_t i) { return "yield-key-" + std::to_string(i); }
 std::string value_of(std::uint64_t i) { return std::string(40 + i % 50, static_cast<char>('a' + i % 26)); }
 }  // namespace
@@ -53,7 +67,7 @@ TEST_CASE("WriterLock says whether a thread waits for it, from its first failed 
   lock.unlock();
 }
 
-TEST_CASE("Hit rings drain up to a stop; the hits left come next time, in order, none twice",
+TEST_CASE("Hit rings drain up to a stop, and the hits left come next time, in order, none twice",
           "[maintenance][hits]") {
   const offheap::detail::StoreName& name = offheap_test::store_name("hit rings test");
   HitBuffers rings(name);
@@ -84,6 +98,58 @@ TEST_CASE("Hit rings drain up to a stop; the hits left come next time, in order,
   CHECK(rings.drain(take) == 0);
 }
 
+TEST_CASE("A drain stopped in one thread's ring begins there next time: every ring is reached in turn",
+          "[maintenance][hits]") {
+  const offheap::detail::StoreName& name = offheap_test::store_name("hit rings test");
+  HitBuffers rings(name);
+  // Three threads' rings (each thread records its own), 10 hits each:
+  // thread t's hits are t * 100 + i.
+  for (std::uint64_t t = 0; t < 3; ++t) {
+    std::thread([&, t] {
+      for (std::uint64_t i = 0; i < 10; ++i) REQUIRE(rings.record(t * 100 + i, 0, 0, true));
+    }).join();
+  }
+  std::vector<std::uint64_t> seen;
+  const auto take = [&](std::uint64_t loc, std::uint64_t, std::uint64_t) { seen.push_back(loc); };
+  // Drains of one hit each: whichever ring comes first keeps being drained
+  // (it is where the last one stopped) until it is empty, then the next;
+  // all 30 hits come in 30 such drains, each ring's in order.
+  for (int d = 0; d < 30; ++d) CHECK(rings.drain(take, [] { return true; }) == 1);
+  REQUIRE(seen.size() == 30);
+  std::vector<std::uint64_t> next(3, 0);
+  for (const std::uint64_t loc : seen) {
+    const std::uint64_t t = loc / 100;
+    REQUIRE(t < 3);
+    CHECK(loc % 100 == next[t]);  // each ring's hits in order, none twice
+    ++next[t];
+  }
+  CHECK(next == std::vector<std::uint64_t>{10, 10, 10});
+  CHECK(rings.drain(take) == 0);
+
+  // This thread's ring (1000 + i) and another's (2000 + i): drained a hit
+  // at a time until the second ring's first hit; then this thread records
+  // more, and the next drain still comes from the ring the last one
+  // stopped in (a ring drained first every time would starve the others
+  // while writers keep stopping the drains).
+  for (std::uint64_t i = 0; i < 5; ++i) REQUIRE(rings.record(1000 + i, 0, 0, true));
+  std::thread([&] {
+    for (std::uint64_t i = 0; i < 5; ++i) REQUIRE(rings.record(2000 + i, 0, 0, true));
+  }).join();
+  seen.clear();
+  std::uint64_t first_ring = 0;
+  for (int d = 0; d < 10; ++d) {
+    REQUIRE(rings.drain(take, [] { return true; }) == 1);
+    if (first_ring == 0) first_ring = seen.back() / 1000;
+    if (seen.back() / 1000 != first_ring) break;
+  }
+  const std::uint64_t stopped_in = seen.back() / 1000;
+  REQUIRE(stopped_in != first_ring);
+  for (std::uint64_t i = 5; i < 10; ++i) REQUIRE(rings.record(1000 + i, 0, 0, true));
+  REQUIRE(rings.drain(take, [] { return true; }) == 1);
+  CHECK(seen.back() / 1000 == stopped_in);
+  CHECK(seen.back() % 1000 == 1);  // that ring's next hit
+}
+
 TEST_CASE("A maintenance round leaves a shard being written to its writers and evicts it to its "
           "share once the writes stop",
           "[maintenance][cache]") {
@@ -106,5 +172,40 @@ TEST_CASE("A maintenance round leaves a shard being written to its writers and e
                << after.evictions << ", rounds " << after.maintenance_rounds);
   CHECK(after.live_bytes <= after.capacity_bytes);
   CHECK(after.evictions > 0);
+  CHECK(c.verify() == "");
+}
+
+TEST_CASE("A maintenance round evicts nothing while a writer waits for the shard's lock, and evicts "
+          "once none does",
+          "[maintenance][cache]") {
+  offheap::Options o = offheap_test::cache_options(1 << 20, 1);
+  o.background_maintenance = true;
+  offheap::OffHeapStore<ReportingLruPolicy> c(o);
+  g_report_waiting.store(true);
+  // Past the capacity, until a write leaves the shard over its share (a
+  // write evicts what the ones before it added, then adds its record).
+  std::uint64_t i = 0;
+  for (; i < 40000 || (c.stats().live_bytes <= c.stats().capacity_bytes && i < 41000); ++i) {
+    c.put(key_of(i), value_of(i));
+  }
+  const offheap::Stats written = c.stats();
+  REQUIRE(written.live_bytes > written.capacity_bytes);
+  // Rounds come and go; each lets the lock go before its first eviction.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (c.stats().maintenance_rounds < written.maintenance_rounds + 5 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const offheap::Stats yielded = c.stats();
+  INFO("rounds " << written.maintenance_rounds << " -> " << yielded.maintenance_rounds);
+  REQUIRE(yielded.maintenance_rounds >= written.maintenance_rounds + 5);
+  CHECK(yielded.evictions == written.evictions);
+  CHECK(yielded.live_bytes == written.live_bytes);
+  // No writer waits: a round evicts the shard down to its share.
+  g_report_waiting.store(false);
+  while (c.stats().live_bytes > c.stats().capacity_bytes && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  CHECK(c.stats().live_bytes <= c.stats().capacity_bytes);
+  CHECK(c.stats().evictions > yielded.evictions);
   CHECK(c.verify() == "");
 }

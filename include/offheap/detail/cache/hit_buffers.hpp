@@ -121,13 +121,17 @@ class HitBuffers {
 
   /// Calls fn(loc, stamp, hash) for every hit recorded since the last drain,
   /// ring by ring, until stop() (asked after each hit) says to stop: the
-  /// hits left stay for the next drain. One drainer at a time (the shard's
-  /// lock).
+  /// hits left stay for the next drain, which begins with the ring this
+  /// one stopped in (so that drains stopped early still reach every
+  /// thread's ring in turn). One drainer at a time (the shard's lock).
   template <class F, class Stop>
   std::uint64_t drain(F&& fn, Stop&& stop) {
     std::uint64_t n = 0;
     const std::uint32_t threads = ThreadNumbers::high_water();
-    for (std::uint32_t t = 0; t < threads; ++t) {
+    const std::uint32_t first = resume_ < threads ? resume_ : 0;
+    resume_ = 0;
+    for (std::uint32_t k = 0; k < threads; ++k) {
+      const std::uint32_t t = first + k < threads ? first + k : first + k - threads;
       if (!is_open(t)) continue;  // (a ring on a page not open cannot be read; it holds nothing)
       Ring& r = rings_[t];
       const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);  // the drainer's own
@@ -149,7 +153,10 @@ class HitBuffers {
         // entries up to i are read before the reader writes over them.
         r.tail.store(i, std::memory_order_release);
       }
-      if (stopped) break;
+      if (stopped) {
+        resume_ = t;
+        break;
+      }
     }
     return n;
   }
@@ -267,6 +274,7 @@ class HitBuffers {
   std::atomic<std::uint64_t> open_[kMaxPages / 64] = {};  // a bit per page of rings opened (grant())
   std::atomic<std::uint32_t> open_pages_{0};               // how many
   std::atomic<bool> full_{false};  // a reader found its ring full (full())
+  std::uint32_t resume_ = 0;       // the drainer's: the ring a stopped drain stopped in
 };
 
 }  // namespace offheap::detail

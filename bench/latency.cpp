@@ -488,20 +488,28 @@ Phase run_phase(int timed, int spinners, double seconds, Body&& body) {
   return ph;
 }
 
-/// The noise floor: the timing loop around an empty operation on `timed`
-/// threads beside `spinners` spinning ones, for `seconds`.
-Phase noise_phase(int timed, int spinners, double seconds) {
-  return run_phase(timed, spinners, seconds, [](int, Start& st, ThreadRec& r) {
+/// The timing loop of a floor: op() timed on its own, again and again, on
+/// `timed` threads beside `spinners` spinning ones, for `seconds`; the
+/// times go to each thread's `empty` recorder.
+template <class Op>
+Phase floor_phase(int timed, int spinners, double seconds, Op op) {
+  return run_phase(timed, spinners, seconds, [&op](int, Start& st, ThreadRec& r) {
     st.arrive();
     const Usage u0 = Usage::thread();
     for (std::uint64_t n = 0;; ++n) {
       if (st.past(n)) break;
       const std::uint64_t t0 = tsc_begin();
+      op();
       const std::uint64_t t1 = tsc_end();
       r.empty.record(t1 - t0, t0, n);
     }
     r.usage = Usage::thread() - u0;
   });
+}
+
+/// The noise floor: the timing loop around an empty operation.
+Phase noise_phase(int timed, int spinners, double seconds) {
+  return floor_phase(timed, spinners, seconds, [] {});
 }
 
 /// offheap's index and chunks, read by a growth writer every kSampleEvery
@@ -1015,18 +1023,9 @@ void memory_floor(const std::vector<Row>& rows) {
   std::vector<Chain> chains;
   for (const int loads : {1, 2, 4, 8}) {
     Chain c{loads, {}, std::make_unique<Recorder>('e', g_slow_ticks)};
-    c.phase = run_phase(1, 1, std::max(0.2, g.seconds / 2), [&](int, Start& st, ThreadRec& r) {
-      std::uint64_t sink = chase.chase(1024);  // untimed: the TLB and the first lines
-      st.arrive();
-      for (std::uint64_t n = 0;; ++n) {
-        if (st.past(n)) break;
-        const std::uint64_t t0 = tsc_begin();
-        sink += chase.chase(loads);
-        const std::uint64_t t1 = tsc_end();
-        r.empty.record(t1 - t0, t0, n);
-      }
-      asm volatile("" : : "r"(sink));
-    });
+    std::uint64_t sink = chase.chase(1024);  // untimed: the TLB and the first lines
+    c.phase = floor_phase(1, 1, std::max(0.2, g.seconds / 2), [&] { sink += chase.chase(loads); });
+    asm volatile("" : : "r"(sink));
     for (const auto& r : c.phase.threads) c.rec->merge(r->empty);
     c.phase.threads.clear();
     chains.push_back(std::move(c));
@@ -1052,12 +1051,12 @@ void memory_floor(const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     if (r.threads.rfind("1 ", 0) != 0 || r.put->hist().count() == 0) continue;
     const LatencyHistogram& h = r.put->hist();
+    const auto gap = [&](const Chain& x) {
+      return std::abs(std::log(static_cast<double>(x.rec->hist().percentile(0.5)) /
+                               static_cast<double>(h.percentile(0.5))));
+    };
     const Chain* near = &chains.front();
     for (const Chain& c : chains) {
-      const auto gap = [&](const Chain& x) {
-        return std::abs(std::log(static_cast<double>(x.rec->hist().percentile(0.5)) /
-                                 static_cast<double>(h.percentile(0.5))));
-      };
       if (gap(c) < gap(*near)) near = &c;
     }
     std::printf("  %s: put p99.9 / p50 %.2fx (p50 %s); %d dependent loads: %.2fx (p50 %s)\n", r.subject.c_str(),

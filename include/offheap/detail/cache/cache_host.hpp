@@ -111,8 +111,10 @@ class CacheHost {
   /// pass it by before they evict themselves. Takes the lock.
   void set_capacity(S& sh, std::uint64_t capacity, std::uint64_t slack);
   /// Evicts until the live bytes are at most the share, or `max_records`
-  /// went, or (`yield`: the maintenance thread's rounds) a writer waits for
-  /// the lock; returns how many went. Takes the lock.
+  /// went; returns how many went. Takes the lock. `yield` (the maintenance
+  /// thread's rounds): stops as soon as a writer waits for the lock, and
+  /// evicts nothing from a shard written since the last such call unless
+  /// it is past the hard limit (its writers evict as they write).
   std::uint64_t evict_to_capacity(S& sh, std::uint64_t max_records, bool yield = false);
   /// A maintenance thread will drain the readers' hit rings: readers stop
   /// draining them. Before the store is shared.

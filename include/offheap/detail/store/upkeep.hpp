@@ -6,16 +6,17 @@
 // StoreEngine it is given (engine.hpp), which outlives it.
 //
 // A round: records past their deadline expire; a cache evicts down to its
-// capacity (in batches of up to 256 records per shard); readers' hits are
-// drained into the policy and replaced index tables dropped (the batches of
-// evictions and hits let the shard's lock go as soon as a writer waits for
-// it: WriterLock::contended(), so that a writer waits for one eviction or
-// one hit, not a batch: LruCache's put p99.9 was 5.4x its p50 with the
-// batches, 3.4x without the thread); removals are reported to the
-// listener (in batches); sparse chunks are compacted and free pages handed
-// back to the OS; a sync runs when Durability::periodic's interval has
-// passed. Caches and listeners: a round 1 ms after one that found work,
-// backing off to one every 16 ms while none is found (an idle cache wakes
+// capacity (in batches of up to 256 records per shard, in the shards no
+// write changed since the last round: writers evict as they write);
+// readers' hits are drained into the policy and replaced index tables
+// dropped (the batches of evictions and hits let the shard's lock go as
+// soon as a writer waits for it: WriterLock::contended(), so that a writer
+// waits for one eviction or one hit, not a batch: LruCache's put p99.9 was
+// 5.4x its p50 with the batches, 3.4x without the thread); removals are
+// reported to the listener (in batches); sparse chunks are compacted and
+// free pages handed back to the OS; a sync runs when Durability::periodic's
+// interval has passed. Caches and listeners: a round 1 ms after one that
+// found work, backing off to one every 16 ms while none is found (an idle cache wakes
 // 60 times a second; one that is read keeps its 1 ms rounds, each draining
 // up to 32 hits per reader thread and shard). No sleep runs past the next
 // periodic sync or deadline: a writer that schedules an earlier deadline

@@ -53,6 +53,15 @@
 // The 1/128 draws come from a splitmix64 sequence with a fixed seed, owned
 // by the policy: the same calls give the same evictions (reference mode).
 //
+// The sketch counts a key by its hash folded to 32 bits (fold(): the two
+// halves xored), which its node keeps (Node::tag): the contest compares the
+// candidate's and the victim's counts from their nodes, so a candidate
+// that loses leaves without the victim's record being read (a cache miss
+// saved on most evicting writes of a cache-aside workload). A victim
+// whose record has gone unnoticed (a damaged record: forget() drops every
+// other) is found out only when a candidate wins against it; until then
+// it contests as its key did.
+//
 // Records carry no policy bits: a record's list is its node's. Reader hits
 // are buffered (ReaderHits::buffered) and drained into hit(); a dropped hit
 // is neither counted nor applied.
@@ -142,7 +151,8 @@ class WTinyLfu {
     nodes_.move_to_head(n, list);
     bytes_[list] += h.bytes;
     bytes_[list] -= old.bytes;
-    sketch_.increment(h.hash);
+    nodes_.node(n).tag = fold(h.hash);
+    sketch_.increment(fold(h.hash));
   }
 
   /// The record moved from old.loc to h.loc (compaction): its node keeps
@@ -169,7 +179,7 @@ class WTinyLfu {
 
   template <class Host>
   void hit(const Handle& h, Host& host) {
-    sketch_.increment(h.hash);
+    sketch_.increment(fold(h.hash));
     ++sample_hits_;
     const std::uint32_t n = host.node(h);
     if (nodes_.holds(n, h.loc, h.stamp)) {
@@ -206,12 +216,14 @@ class WTinyLfu {
         std::uint32_t v = nodes_.tail(kProbation);
         if (v == detail::NodeLists::kNone) v = nodes_.tail(kProtected);
         if (v == detail::NodeLists::kNone) return evict(host, c, candidate);
+        // The contest from the nodes' tags: a candidate that loses leaves
+        // without the victim's record read.
+        if (!admits(nodes_.node(c).tag, nodes_.node(v).tag)) return evict(host, c, candidate);
         Handle victim = handle_of(v);
         if (!host.current(victim)) {
           drop_stale(v);
           continue;
         }
-        if (!admits(candidate.hash, victim.hash)) return evict(host, c, candidate);
         evict(host, v, victim);  // may throw: the candidate stays in the window
         move(c, kProbation, candidate.bytes);
         return true;
@@ -271,7 +283,7 @@ class WTinyLfu {
 
   /// The sketch's estimated count of a key hash (0-15), for tests and
   /// diagnostics.
-  unsigned frequency(std::uint64_t hash) const noexcept { return sketch_.frequency(hash); }
+  unsigned frequency(std::uint64_t hash) const noexcept { return sketch_.frequency(fold(hash)); }
   /// The capacity in records the sketch (and the climber's period) is
   /// sized for: R.
   std::uint64_t sketch_records() const noexcept { return sketch_.sized_for(); }
@@ -306,14 +318,17 @@ class WTinyLfu {
     const std::uint32_t n = want == detail::NodeLists::kNone ? nodes_.insert(h.loc, h.stamp, kWindow)
                                                              : nodes_.restore_at(want, h.loc, h.stamp, kWindow);
     host.set_node(h, n);  // (nodes_ may have thrown: nothing changed yet)
+    nodes_.node(n).tag = fold(h.hash);
     bytes_[kWindow] += h.bytes;
     resize_sketch_if_needed();
-    sketch_.increment(h.hash);
+    sketch_.increment(fold(h.hash));
     ++sample_misses_;
     spill_window(host);
     climb(host);
   }
 
+  /// What the sketch counts and a node keeps of a key's hash.
+  static std::uint32_t fold(std::uint64_t hash) noexcept { return static_cast<std::uint32_t>(hash ^ (hash >> 32)); }
   Handle handle_of(std::uint32_t n) const noexcept { return Handle{nodes_.node(n).loc, nodes_.node(n).stamp, 0, 0}; }
   std::uint64_t main_bytes() const noexcept { return bytes_[kProbation] + bytes_[kProtected]; }
   std::uint64_t main_target() const noexcept { return capacity_ - window_target_; }
@@ -340,8 +355,9 @@ class WTinyLfu {
   }
 
   /// TinyLFU's admission: the candidate wins if it is more frequent, or,
-  /// warm but not more frequent, once in kFloodOdds draws.
-  bool admits(std::uint64_t candidate, std::uint64_t victim) noexcept {
+  /// warm but not more frequent, once in kFloodOdds draws. By folded
+  /// hashes (fold(), the nodes' tags).
+  bool admits(std::uint32_t candidate, std::uint32_t victim) noexcept {
     const unsigned fc = sketch_.frequency(candidate);
     if (fc > sketch_.frequency(victim)) return true;
     return fc >= kWarm && next_random() % kFloodOdds == 0;

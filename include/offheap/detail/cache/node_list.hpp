@@ -42,7 +42,7 @@ class NodeLists {
     std::uint32_t prev;  // toward the head (most recent); kNone at the head
     std::uint32_t next;  // toward the tail (oldest); kNone at the tail
     std::uint32_t list;  // which list, or kNone when free (prev and next link the free nodes)
-    std::uint32_t pad;
+    std::uint32_t tag;   // the policy's own (W-TinyLFU: its key's hash, folded)
   };
   static_assert(sizeof(Node) == 32);
 

@@ -100,7 +100,9 @@ class CacheHost {
   /// while below 3 with one compare-and-swap; Lru's and WTinyLfu's to the
   /// reader's ring (drained by the maintenance thread, or by a reader that
   /// finds its ring full and the lock free). Lock-free.
-  static void raise_frequency(const std::uint64_t* slot, std::uint64_t seen) noexcept;
+  [[gnu::always_inline]] static void raise_frequency(const std::uint64_t* slot, std::uint64_t seen) noexcept {
+    if ((seen & 3) != 3) [[unlikely]] raise_frequency_below_3(slot, seen);  // (a hot record's reads: nothing)
+  }
   [[gnu::always_inline]] void record_hit(const S& sh, Location loc, std::uint64_t stamp, std::uint64_t h) const;
   /// Whether readers count hits (a writable cache: a read-only one writes nothing).
   bool counts_hits() const noexcept { return count_hits_; }
@@ -263,6 +265,7 @@ class CacheHost {
     }
   };
 
+  [[gnu::noinline]] static void raise_frequency_below_3(const std::uint64_t* slot, std::uint64_t seen) noexcept;
   [[gnu::noinline, gnu::cold]] void drain_full_ring(const S& sh, Location loc, std::uint64_t stamp, std::uint64_t h) const;
 
   struct NoHitBuffers {
@@ -299,8 +302,7 @@ class CacheHost {
 /// replaced table's dropped page reads 0 and is never written, as the
 /// load before the swap sees).
 template <class S>
-void CacheHost<S>::raise_frequency(const std::uint64_t* slot, std::uint64_t seen) noexcept {
-  if ((seen & 3) == 3) return;
+void CacheHost<S>::raise_frequency_below_3(const std::uint64_t* slot, std::uint64_t seen) noexcept {
   auto* w = const_cast<std::uint64_t*>(slot);
   if (load_relaxed(w) != seen) return;
   // Relaxed: a count, ordered with nothing; writers read it under the lock.

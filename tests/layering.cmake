@@ -19,6 +19,8 @@
 #   7 the store   store.hpp, view.hpp, offheap.hpp
 #   8 documents   document.hpp, document/
 #   9 graphs      graph.hpp, graph/
+#   8 memcache    memcache/: memcached's protocols over a store (beside
+#                 the documents: neither uses the other)
 #
 # Run: cmake -DINCLUDE_DIR=<repo>/include -P tests/layering.cmake
 cmake_minimum_required(VERSION 3.20)
@@ -54,6 +56,8 @@ function(layer_of path out)
   elseif(path MATCHES "^offheap/(store|view|offheap)\\.hpp$")
     set(rank 7)
   elseif(path MATCHES "^offheap/document(\\.hpp$|/)")
+    set(rank 8)
+  elseif(path MATCHES "^offheap/memcache/")
     set(rank 8)
   elseif(path MATCHES "^offheap/graph(\\.hpp$|/)")
     set(rank 9)

@@ -5,6 +5,7 @@
 // with mallinfo2 that the heap does not grow as records are added.
 #include <offheap/offheap.hpp>
 #include <offheap/document/collection.hpp>
+#include <offheap/memcache/text_session.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -487,4 +488,46 @@ TEST_CASE("a collection's writes with indexes, reads and queries allocate nothin
   CHECK(c.size() == 0);
   CHECK(seen > 0);
   CHECK(c.verify().empty());
+}
+
+TEST_CASE("a memcache text session's commands allocate nothing after warm-up", "[alloc][memcache]") {
+  offheap::Options o;
+  o.capacity_bytes = 16 << 20;
+  o.background_maintenance = false;
+  offheap::Cache cache(o);
+  offheap::memcache::ServerState state;
+  offheap::memcache::TextSession<offheap::CachePolicy> session(cache, state);
+  // Every command of the text protocol but stats (which formats the
+  // store's Stats, a reporting call) and quit, on 200 keys.
+  std::string requests;
+  for (int i = 0; i < 200; ++i) {
+    const std::string k = "key:" + std::to_string(i);
+    requests += "set " + k + " 7 0 10\r\n0123456789\r\nget " + k + " nokey\r\ngets " + k + "\r\n";
+    requests += "append " + k + " 0 0 3\r\nabc\r\nprepend " + k + " 0 0 2\r\nxy\r\n";
+    requests += "add " + k + " 0 0 1\r\nx\r\nreplace " + k + " 0 100 2\r\n10\r\n";
+    requests += "incr " + k + " 5\r\ndecr " + k + " 3\r\ntouch " + k + " 1000\r\ngat 2000 " + k + "\r\n";
+    requests += "cas " + k + " 0 0 1 1\r\nz\r\ndelete " + k + "\r\ndelete " + k + " noreply\r\n";
+    requests += "bogus\r\nset " + k + " 0 0 -1\r\nversion\r\nverbosity 1\r\n";
+  }
+  std::string out;
+  out.reserve(1 << 20);
+  const auto fed = session.feed(requests, out);  // warm-up: the scratch buffer, the store's chunks
+  REQUIRE(fed.consumed == requests.size());
+  const std::string first = out;
+  REQUIRE(first.find("SERVER_ERROR") == std::string::npos);
+  for (int round = 0; round < 3; ++round) {
+    out.clear();
+    CHECK(allocations_of([&] { CHECK(session.feed(requests, out).consumed == requests.size()); }) == 0);
+    // The same replies but for the cas uniques of gets.
+    const auto count = [](const std::string& s, std::string_view what) {
+      std::size_t n = 0;
+      for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+      return n;
+    };
+    for (const std::string_view what : {"VALUE ", "STORED\r\n", "NOT_STORED\r\n", "DELETED\r\n", "NOT_FOUND\r\n",
+                                        "TOUCHED\r\n", "EXISTS\r\n", "ERROR\r\n"}) {
+      CHECK(count(out, what) == count(first, what));
+    }
+    CHECK(count(out, "VALUE ") == 200 * 3);
+  }
 }

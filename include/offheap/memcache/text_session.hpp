@@ -1,0 +1,553 @@
+// SPDX-License-Identifier: Apache-2.0
+// memcached's text protocol over an offheap store: one TextSession per
+// connection runs the requests parse_text_request() reads (text_request.hpp)
+// against a shared OffHeapStore and appends memcached's replies to the
+// connection's output. No sockets: the caller reads and writes them.
+//
+//   TextSession<CachePolicy> s(cache, state);
+//   std::string out;
+//   const auto fed = s.feed(received, out);   // runs every whole request
+//   send(out); received.erase(0, fed.consumed);
+//   if (fed.close) close the connection;
+//   if (!fed.meta_line.empty()) run it with the meta protocol
+//
+// Each item is the store's value: a 16-byte header (cas unique, client
+// flags, deadline) and the data (item.hpp). Every command does what
+// memcached 1.6.18 does, with its replies byte for byte:
+//   get, gets           VALUE <key> <flags> <bytes>[ <cas>] lines, then END;
+//                       a key absent, expired or holding a value this
+//                       protocol did not write is a miss; a key over 250
+//                       bytes: CLIENT_ERROR bad command line format alone
+//                       (the keys before it were read, and touched by gat)
+//   gat, gats           as get and gets, each hit's deadline set anew (its
+//                       cas kept, as memcached's touch keeps it)
+//   set                 STORED (a new cas unique)
+//   add, replace        STORED or NOT_STORED
+//   append, prepend     STORED or NOT_STORED; the old flags and deadline stay
+//   cas                 STORED, EXISTS (another unique) or NOT_FOUND
+//   incr, decr          the new value, NOT_FOUND, or CLIENT_ERROR cannot
+//                       increment or decrement non-numeric value; a decimal
+//                       up to 2^64 - 1 (leading white space allowed), incr
+//                       wraps, decr stops at 0; a result shorter than the
+//                       old data is padded with spaces to its length (as
+//                       memcached's in-place update); flags and deadline stay
+//   touch               TOUCHED or NOT_FOUND; the cas stays
+//   delete              DELETED or NOT_FOUND
+//   flush_all [delay]   OK; clears the store now, or at the delay (read as
+//                       an exptime) by the first command after it
+//   version, verbosity  VERSION <ServerSettings::version>; OK (no logging
+//                       level to set)
+//   quit                closes the connection (Fed::close)
+//   stats               the general counters (memcached's names, those this
+//                       server has), "stats reset" (RESET), "stats
+//                       settings"; other groups belong to memcached's slab
+//                       allocator and crawler: ERROR
+// A write that the store refuses for room (Error out_of_space, a memory
+// limit) answers "SERVER_ERROR out of memory storing object"; another
+// Error (a read-only or closed store) "SERVER_ERROR <its message>".
+// noreply silences every reply of its command.
+//
+// Expired writes. An exptime already past (negative, or an absolute time
+// not after now) still runs the command, as in memcached, and leaves an
+// item no read finds.
+//
+// Thread safety: a session belongs to one connection (one thread at a
+// time); any number of sessions share a store and a ServerState. Memory:
+// the session keeps one scratch buffer for the items it assembles and
+// reuses it; `out` grows by the replies (its capacity is the caller's).
+#pragma once
+
+#include <offheap/memcache/item.hpp>
+#include <offheap/memcache/server_state.hpp>
+#include <offheap/memcache/text_request.hpp>
+#include <offheap/store.hpp>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace offheap::memcache {
+
+template <Policy P>
+class TextSession {
+ public:
+  using Store = OffHeapStore<P>;
+
+  /// What feed() did.
+  struct Fed {
+    std::size_t consumed = 0;     ///< bytes of the input used (drop them)
+    bool close = false;           ///< close the connection once `out` is sent (quit, a line too long)
+    std::string_view meta_line;   ///< non-empty: a meta command's line (within the consumed bytes), for the meta protocol
+  };
+
+  /// `store` and `state` must outlive the session.
+  TextSession(Store& store, ServerState& state, TextLimits limits = {})
+      : store_(store), state_(state), limits_(limits) {}
+
+  /// Runs every whole request at the front of `in`, appending the replies
+  /// to `out`; stops at a request not yet whole (more bytes are needed), at
+  /// a meta command (handed back whole in Fed::meta_line), and at one that
+  /// closes the connection. Bytes of a refused data block are discarded as
+  /// they arrive, also across calls. `in`'s views are used only during the
+  /// call.
+  Fed feed(std::string_view in, std::string& out) {
+    Fed fed;
+    for (;;) {
+      if (discard_ != 0) {
+        const std::uint64_t n = std::min<std::uint64_t>(discard_, in.size() - fed.consumed);
+        fed.consumed += static_cast<std::size_t>(n);
+        discard_ -= n;
+        if (discard_ != 0) return fed;
+      }
+      if (fed.consumed == in.size()) return fed;
+      const TextParse p = parse_text_request(in.substr(fed.consumed), limits_);
+      switch (p.step) {
+        case Step::need_more: return fed;
+        case Step::close: fed.close = true; return fed;
+        case Step::reply: out += p.reply; break;
+        case Step::meta:
+          fed.meta_line = p.request.line;
+          fed.consumed += p.consumed;
+          return fed;
+        case Step::too_large:
+          state_.counters().store_too_large.fetch_add(1, std::memory_order_relaxed);
+          if (!p.request.noreply) out += p.reply;
+          // memcached drops the key's old value on a set it refuses: no
+          // stale value is served in place of the refused one.
+          if (p.request.verb == Verb::set) remove_quietly(p.request.key);
+          discard_ = p.request.discard;
+          break;
+        case Step::command:
+          if (run(p.request, out)) {
+            fed.consumed += p.consumed;
+            fed.close = true;
+            return fed;
+          }
+          break;
+      }
+      fed.consumed += p.consumed;
+    }
+  }
+
+  /// Bytes of a refused data block still to discard.
+  std::uint64_t discarding() const noexcept { return discard_; }
+
+ private:
+  /// Seconds since the Unix epoch on the store's clock.
+  std::uint64_t now_s() const noexcept {
+    const Clock* c = store_.options().clock;
+    return (c != nullptr ? c->now_ms() : detail::default_now_ms()) / 1000;
+  }
+
+  static void add_number(std::string& out, std::uint64_t v) {
+    std::array<char, 24> b;
+    const auto r = std::to_chars(b.data(), b.data() + b.size(), v);
+    out.append(b.data(), static_cast<std::size_t>(r.ptr - b.data()));
+  }
+  static void add_line(std::string& out, bool noreply, std::string_view line) {
+    if (!noreply) out += line;
+  }
+  /// "VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n".
+  static void add_value(std::string& out, std::string_view key, const ItemView& item, bool with_cas) {
+    out += "VALUE ";
+    out += key;
+    out += ' ';
+    add_number(out, item.header.flags);
+    out += ' ';
+    add_number(out, item.data.size());
+    if (with_cas) {
+      out += ' ';
+      add_number(out, item.header.cas);
+    }
+    out += "\r\n";
+    out += item.data;
+    out += "\r\n";
+  }
+
+  /// The item `header` + `data` in the scratch buffer.
+  std::string_view assemble(const ItemHeader& header, std::string_view data, std::string_view more = {}) {
+    scratch_.resize(kItemHeaderBytes + data.size() + more.size());
+    write_header(scratch_.data(), header);
+    if (!data.empty()) std::memcpy(scratch_.data() + kItemHeaderBytes, data.data(), data.size());
+    if (!more.empty()) std::memcpy(scratch_.data() + kItemHeaderBytes + data.size(), more.data(), more.size());
+    return scratch_;
+  }
+
+  void remove_quietly(std::string_view key) {
+    try {
+      (void)store_.remove(key);
+    } catch (const Error&) {
+      // (a read-only store keeps the key: nothing was written either)
+    }
+  }
+
+  /// Runs one command; returns whether the connection closes (quit).
+  bool run(const TextRequest& r, std::string& out) {
+    if (state_.flush_pending() && state_.take_due_flush(now_s())) store_.clear();
+    try {
+      return run_unguarded(r, out);
+    } catch (const Error& e) {
+      if (r.noreply) return false;
+      if (e.code() == Errc::out_of_space) {
+        out += "SERVER_ERROR out of memory storing object\r\n";
+        state_.counters().store_no_memory.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        out += "SERVER_ERROR ";
+        out += e.what();
+        out += "\r\n";
+      }
+      return false;
+    }
+  }
+
+  bool run_unguarded(const TextRequest& r, std::string& out) {
+    Counters& n = state_.counters();
+    switch (r.verb) {
+      case Verb::get: case Verb::gets: retrieve(r, out, false); return false;
+      case Verb::gat: case Verb::gats: retrieve(r, out, true); return false;
+      case Verb::set: case Verb::add: case Verb::replace: store(r, out); return false;
+      case Verb::append: case Verb::prepend: concatenate(r, out); return false;
+      case Verb::cas: compare_and_swap(r, out); return false;
+      case Verb::incr: case Verb::decr: arithmetic(r, out); return false;
+      case Verb::touch: {
+        n.cmd_touch.fetch_add(1, std::memory_order_relaxed);
+        const bool found = touch(r.key, deadline_of(r.exptime, now_s()), nullptr);
+        (found ? n.touch_hits : n.touch_misses).fetch_add(1, std::memory_order_relaxed);
+        add_line(out, r.noreply, found ? "TOUCHED\r\n" : "NOT_FOUND\r\n");
+        return false;
+      }
+      case Verb::delete_key: {
+        const bool removed = store_.remove(r.key);
+        (removed ? n.delete_hits : n.delete_misses).fetch_add(1, std::memory_order_relaxed);
+        add_line(out, r.noreply, removed ? "DELETED\r\n" : "NOT_FOUND\r\n");
+        return false;
+      }
+      case Verb::flush_all: {
+        n.cmd_flush.fetch_add(1, std::memory_order_relaxed);
+        if (r.has_delay && r.exptime > 0) {
+          const Deadline d = deadline_of(r.exptime, now_s());
+          if (d.expired) {
+            state_.cancel_flush();
+            store_.clear();
+          } else {
+            state_.schedule_flush(d.seconds);
+          }
+        } else {
+          state_.cancel_flush();
+          store_.clear();
+        }
+        add_line(out, r.noreply, "OK\r\n");
+        return false;
+      }
+      case Verb::version:
+        out += "VERSION ";
+        out += state_.settings().version;
+        out += "\r\n";
+        return false;
+      case Verb::verbosity: add_line(out, r.noreply, "OK\r\n"); return false;
+      case Verb::quit: return true;
+      case Verb::stats: stats(r.args, out); return false;
+    }
+    return false;
+  }
+
+  /// get, gets (touch: gat, gats).
+  void retrieve(const TextRequest& r, std::string& out, bool touching) {
+    Counters& n = state_.counters();
+    const bool with_cas = r.verb == Verb::gets || r.verb == Verb::gats;
+    const Deadline d = touching ? deadline_of(r.exptime, now_s()) : Deadline{};
+    const std::size_t start = out.size();
+    bool key_too_long = false;
+    for_each_key(r.keys, [&](std::string_view key) {
+      if (key_too_long) return;
+      if (key.size() > kMaxKeyBytes) {
+        // memcached: what the keys before it found is dropped, the error alone.
+        key_too_long = true;
+        return;
+      }
+      const std::size_t mark = out.size();
+      bool hit = false;
+      if (touching) {
+        n.cmd_touch.fetch_add(1, std::memory_order_relaxed);
+        hit = touch(key, d, [&](const ItemView& item) {
+          out.resize(mark);
+          add_value(out, key, item, with_cas);
+        });
+        (hit ? n.touch_hits : n.touch_misses).fetch_add(1, std::memory_order_relaxed);
+      } else {
+        n.cmd_get.fetch_add(1, std::memory_order_relaxed);
+        bool ours = false;
+        // read() may call the function more than once (a writer raced it):
+        // each call starts again from the mark, and only the last counts.
+        hit = store_.read(key, [&](std::string_view value) {
+          out.resize(mark);
+          const std::optional<ItemView> item = read_item(value);
+          ours = item.has_value();
+          if (ours) add_value(out, key, *item, with_cas);
+        });
+        hit = hit && ours;
+        (hit ? n.get_hits : n.get_misses).fetch_add(1, std::memory_order_relaxed);
+      }
+      if (!hit) out.resize(mark);
+    });
+    if (key_too_long) {
+      out.resize(start);
+      out += "CLIENT_ERROR bad command line format\r\n";
+      return;
+    }
+    out += "END\r\n";
+  }
+
+  /// Sets key's deadline to `d`, keeping its cas, flags and data; calls
+  /// seen(old item) under the key's lock (it may run again: see compute()).
+  /// Returns whether the key held an item.
+  template <class Seen>
+  bool touch(std::string_view key, const Deadline& d, Seen&& seen) {
+    bool found = false;
+    store_.compute_if_present(
+        key,
+        [&](std::string_view old) -> std::optional<std::string_view> {
+          const std::optional<ItemView> item = read_item(old);
+          found = item.has_value();
+          if (!found) return old;
+          if constexpr (!std::is_same_v<std::decay_t<Seen>, std::nullptr_t>) seen(*item);
+          ItemHeader h = item->header;
+          h.deadline_s = d.seconds;
+          return assemble(h, item->data);
+        },
+        ttl_of(d));
+    return found;
+  }
+
+  /// set, add, replace.
+  void store(const TextRequest& r, std::string& out) {
+    state_.counters().cmd_set.fetch_add(1, std::memory_order_relaxed);
+    const Deadline d = deadline_of(r.exptime, now_s());
+    const ItemHeader h{state_.next_cas(), r.flags, d.seconds};
+    bool stored = true;
+    if (r.verb == Verb::set) {
+      char header[kItemHeaderBytes];
+      write_header(header, h);
+      const std::string_view parts[] = {std::string_view(header, sizeof header), r.data};
+      store_.put(r.key, std::span<const std::string_view>(parts), ttl_of(d));
+    } else if (r.verb == Verb::add) {
+      stored = store_.put_if_absent(r.key, assemble(h, r.data), ttl_of(d));
+    } else {
+      stored = store_.replace(r.key, assemble(h, r.data), ttl_of(d));
+    }
+    if (stored) state_.counters().total_items.fetch_add(1, std::memory_order_relaxed);
+    add_line(out, r.noreply, stored ? "STORED\r\n" : "NOT_STORED\r\n");
+  }
+
+  /// compute_if_present on an item that keeps its deadline: the deadline
+  /// goes to the store as the write's Ttl, so it is read first and checked
+  /// again under the lock (a touch in between: read again). fn(old item)
+  /// returns the new item, or nullopt to leave the key as it is.
+  /// Returns whether the key held an item.
+  template <class F>
+  bool update_keeping_deadline(std::string_view key, F&& fn) {
+    for (;;) {
+      std::optional<std::uint32_t> deadline;
+      const bool present = store_.read(key, [&](std::string_view v) {
+        const std::optional<ItemView> item = read_item(v);
+        deadline = item ? std::optional<std::uint32_t>(item->header.deadline_s) : std::nullopt;
+      });
+      if (!present || !deadline) return false;
+      bool found = false, moved = false;
+      store_.compute_if_present(
+          key,
+          [&](std::string_view old) -> std::optional<std::string_view> {
+            const std::optional<ItemView> item = read_item(old);
+            found = item.has_value();
+            moved = found && item->header.deadline_s != *deadline;
+            if (!found || moved) return old;
+            const std::optional<std::string_view> next = fn(*item);
+            return next ? *next : old;
+          },
+          ttl_of_seconds(*deadline));
+      if (!moved) return found;
+    }
+  }
+
+  /// append, prepend.
+  void concatenate(const TextRequest& r, std::string& out) {
+    state_.counters().cmd_set.fetch_add(1, std::memory_order_relaxed);
+    bool too_large = false;
+    const bool stored = update_keeping_deadline(r.key, [&](const ItemView& old) -> std::optional<std::string_view> {
+      too_large = limits_.too_large(r.key, old.header.flags, old.data.size() + r.data.size());
+      if (too_large) return std::nullopt;
+      const ItemHeader h{state_.next_cas(), old.header.flags, old.header.deadline_s};
+      return r.verb == Verb::append ? assemble(h, old.data, r.data) : assemble(h, r.data, old.data);
+    });
+    if (stored && !too_large) state_.counters().total_items.fetch_add(1, std::memory_order_relaxed);
+    add_line(out, r.noreply, stored && !too_large ? "STORED\r\n" : "NOT_STORED\r\n");
+  }
+
+  void compare_and_swap(const TextRequest& r, std::string& out) {
+    Counters& n = state_.counters();
+    n.cmd_set.fetch_add(1, std::memory_order_relaxed);
+    const Deadline d = deadline_of(r.exptime, now_s());
+    bool found = false, exists = false;
+    store_.compute_if_present(
+        r.key,
+        [&](std::string_view old) -> std::optional<std::string_view> {
+          const std::optional<ItemView> item = read_item(old);
+          found = item.has_value();
+          exists = found && item->header.cas != r.cas_unique;
+          if (!found || exists) return old;
+          return assemble(ItemHeader{state_.next_cas(), r.flags, d.seconds}, r.data);
+        },
+        ttl_of(d));
+    if (!found) {
+      n.cas_misses.fetch_add(1, std::memory_order_relaxed);
+      add_line(out, r.noreply, "NOT_FOUND\r\n");
+    } else if (exists) {
+      n.cas_badval.fetch_add(1, std::memory_order_relaxed);
+      add_line(out, r.noreply, "EXISTS\r\n");
+    } else {
+      n.cas_hits.fetch_add(1, std::memory_order_relaxed);
+      n.total_items.fetch_add(1, std::memory_order_relaxed);
+      add_line(out, r.noreply, "STORED\r\n");
+    }
+  }
+
+  void arithmetic(const TextRequest& r, std::string& out) {
+    Counters& n = state_.counters();
+    const bool incr = r.verb == Verb::incr;
+    bool numeric = true;
+    std::uint64_t result = 0;
+    const bool found = update_keeping_deadline(r.key, [&](const ItemView& old) -> std::optional<std::string_view> {
+      // The data as memcached's strtoull reads it: to a NUL, digits then
+      // white space or the end.
+      const std::string_view digits = old.data.substr(0, old.data.find('\0'));
+      const std::optional<std::uint64_t> v = read_u64(digits);
+      numeric = !old.data.empty() && v.has_value();
+      if (!numeric) return std::nullopt;
+      const std::uint64_t value = v.value_or(0);
+      result = incr ? value + r.delta : (r.delta > value ? 0 : value - r.delta);
+      std::array<char, 24> b;
+      const auto end = std::to_chars(b.data(), b.data() + b.size(), result).ptr;
+      std::string_view text(b.data(), static_cast<std::size_t>(end - b.data()));
+      const ItemHeader h{state_.next_cas(), old.header.flags, old.header.deadline_s};
+      if (text.size() < old.data.size()) {
+        assemble(h, text);
+        scratch_.append(old.data.size() - text.size(), ' ');  // as memcached's in-place update
+        return scratch_;
+      }
+      return assemble(h, text);
+    });
+    if (!found) {
+      (incr ? n.incr_misses : n.decr_misses).fetch_add(1, std::memory_order_relaxed);
+      add_line(out, r.noreply, "NOT_FOUND\r\n");
+    } else if (!numeric) {
+      add_line(out, r.noreply, "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+    } else {
+      (incr ? n.incr_hits : n.decr_hits).fetch_add(1, std::memory_order_relaxed);
+      if (!r.noreply) {
+        add_number(out, result);
+        out += "\r\n";
+      }
+    }
+  }
+
+  void stats(std::string_view args, std::string& out) {
+    Counters& n = state_.counters();
+    const ServerSettings& s = state_.settings();
+    const auto line = [&out](std::string_view name, std::uint64_t v) {
+      out += "STAT ";
+      out += name;
+      out += ' ';
+      add_number(out, v);
+      out += "\r\n";
+    };
+    const auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    if (args == "reset") {
+      n.reset();
+      out += "RESET\r\n";
+      return;
+    }
+    if (args == "settings") {
+      line("maxbytes", s.limit_maxbytes);
+      line("maxconns", s.max_connections);
+      line("num_threads", s.threads);
+      line("item_size_max", s.item_size_max);
+      out += "STAT cas_enabled yes\r\nSTAT evictions on\r\nEND\r\n";
+      return;
+    }
+    if (!args.empty()) {
+      out += "ERROR\r\n";
+      return;
+    }
+    const Stats st = store_.stats();
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    line("pid", static_cast<std::uint64_t>(getpid()));
+    line("uptime", state_.uptime_seconds());
+    line("time", now_s());
+    out += "STAT version " + s.version + "\r\n";
+    line("pointer_size", 8 * sizeof(void*));
+    const auto seconds = [&out](std::string_view name, const timeval& t) {
+      out += "STAT ";
+      out += name;
+      out += ' ';
+      add_number(out, static_cast<std::uint64_t>(t.tv_sec));
+      char frac[8];
+      const int len = std::snprintf(frac, sizeof frac, ".%06ld", static_cast<long>(t.tv_usec));
+      out.append(frac, static_cast<std::size_t>(len));
+      out += "\r\n";
+    };
+    seconds("rusage_user", ru.ru_utime);
+    seconds("rusage_system", ru.ru_stime);
+    line("max_connections", s.max_connections);
+    line("curr_connections", load(n.curr_connections));
+    line("total_connections", load(n.total_connections));
+    line("rejected_connections", load(n.rejected_connections));
+    line("cmd_get", load(n.cmd_get));
+    line("cmd_set", load(n.cmd_set));
+    line("cmd_flush", load(n.cmd_flush));
+    line("cmd_touch", load(n.cmd_touch));
+    line("get_hits", load(n.get_hits));
+    line("get_misses", load(n.get_misses));
+    line("delete_misses", load(n.delete_misses));
+    line("delete_hits", load(n.delete_hits));
+    line("incr_misses", load(n.incr_misses));
+    line("incr_hits", load(n.incr_hits));
+    line("decr_misses", load(n.decr_misses));
+    line("decr_hits", load(n.decr_hits));
+    line("cas_misses", load(n.cas_misses));
+    line("cas_hits", load(n.cas_hits));
+    line("cas_badval", load(n.cas_badval));
+    line("touch_hits", load(n.touch_hits));
+    line("touch_misses", load(n.touch_misses));
+    line("store_too_large", load(n.store_too_large));
+    line("store_no_memory", load(n.store_no_memory));
+    line("bytes_read", load(n.bytes_read));
+    line("bytes_written", load(n.bytes_written));
+    line("limit_maxbytes", s.limit_maxbytes);
+    line("threads", s.threads);
+    line("bytes", st.live_bytes);
+    line("curr_items", st.records);
+    line("total_items", load(n.total_items));
+    line("evictions", st.evictions);
+    out += "END\r\n";
+  }
+
+  Store& store_;
+  ServerState& state_;
+  TextLimits limits_;
+  std::uint64_t discard_ = 0;
+  std::string scratch_;
+};
+
+}  // namespace offheap::memcache

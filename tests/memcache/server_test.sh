@@ -8,7 +8,11 @@
 #      client still writes, restarted on its directory: every key written
 #      before the writes that raced the kill reads back whole, TTLs kept,
 #      and no cas unique of the first run comes again;
-#   4. SIGTERM: a clean close, exit 0, and the keys there on the next start.
+#   4. SIGTERM: a clean close, exit 0, and the keys there on the next start;
+#   5. tests/memcache/clients.py (Debian python3-pymemcache and
+#      python3-memcache): every command through each client, against
+#      memcached 1.6 first (the control: the script's expectations are
+#      memcached's), then against offheap-memcached.
 #
 #   tests/memcache/server_test.sh <offheap-memcached binary>
 set -euo pipefail
@@ -132,6 +136,22 @@ kill "$last_pid"
 wait "$last_pid" || fail "SIGTERM after the restart: exit status $?"
 start "$port" --dir "$dir"
 "$py" "$work/client.py" "$port" check 3000 >/dev/null || fail "keys lost after a clean stop"
+kill "$last_pid"
+wait "$last_pid" || true
+# 5. Two Python clients, memcached first.
+here=$(cd "$(dirname "$0")" && pwd)
+port=$(free_port)
+user=()
+[ "$(id -u)" -eq 0 ] && user=(-u root)
+memcached "${user[@]}" -p "$port" -l 127.0.0.1 -U 0 -t 1 >>"$work/memcached.log" 2>&1 &
+pids+=($!)
+control=$!
+wait_up "$port"
+"$py" "$here/clients.py" "$port" || fail "clients.py against memcached (the control)"
+kill "$control"
+port=$(free_port)
+start "$port"
+"$py" "$here/clients.py" "$port" || fail "clients.py against offheap-memcached"
 kill "$last_pid"
 wait "$last_pid" || true
 echo "server_test.sh: all passed"

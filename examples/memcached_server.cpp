@@ -201,6 +201,7 @@ struct Connection {
   std::string in, out;
   std::size_t sent = 0;  // bytes of `out` already sent
   bool closing = false;  // close once `out` is sent
+  std::uint32_t watched = EPOLLIN | EPOLLRDHUP;  // what its epoll entry waits for
   Connection(int f, offheap::Cache& cache, ServerState& state, const TextLimits& limits)
       : fd(f), session(cache, state, limits) {}
 };
@@ -263,7 +264,10 @@ class Loop {
     e.data.fd = fd;
     epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &e);
   }
-  void rewatch(const Connection& c, std::uint32_t what) {
+  /// Changes what c's entry waits for (a system call: only when it changes).
+  void rewatch(Connection& c, std::uint32_t what) {
+    if (c.watched == what) return;
+    c.watched = what;
     epoll_event e{};
     e.events = what;
     e.data.fd = c.fd;

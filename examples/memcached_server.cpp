@@ -14,18 +14,29 @@
 //
 // Per connection: the bytes received and not yet used (at most a request
 // line of 2,048 bytes, or a get line of 1 MiB, or a data block of -I), and
-// the replies not yet sent. While replies wait to be sent (a client that
-// does not read), the connection reads nothing more; replies past 64 MiB
-// close it. Past -c connections a new one is told "ERROR Too many open
-// connections" and closed, as memcached does.
+// the replies not yet sent. The session stops running requests once 1 MiB
+// of replies waits (TextLimits::pause_reply_bytes), and the connection
+// reads nothing more until they are sent (a client that does not read
+// costs no CPU and at most about 1 MiB plus one reply); one get's reply is
+// at most 64 MiB (TextLimits::max_reply_bytes: past it, memcached's
+// "SERVER_ERROR out of memory writing get response"). Buffers grown past
+// 64 KiB are given back once empty. Past -c connections a new one is told
+// "ERROR Too many open connections" and closed, as memcached does; the
+// server raises its open-file limit to -c plus 64 at start (or refuses to
+// start), and a loop out of descriptors stops accepting for 100 ms.
 //
 // Cas uniques after a restart (--dir): the directory keeps an epoch
 // counter (cas-epoch), raised and synced at every start; uniques are the
 // epoch times 2^40 plus a count, so none repeats across restarts.
 //
 // Exit status: 0 after SIGINT or SIGTERM (the store closed cleanly); 64
-// for a bad option; 69 for a port it cannot bind or a directory it cannot
-// use (with the reason on stderr).
+// for a bad option; 69 for a port it cannot bind, a directory it cannot
+// use, a damaged or missing cas-epoch beside an existing store, or an
+// open-file limit below -c (the reason on stderr; the port is bound before
+// anything on disk changes); 1 if the close at the end fails.
+//
+// The meta protocol (mg, ms, md, ma, mn, me) is not among the commands yet:
+// its lines are answered ERROR, as memcached before 1.6 answered them.
 #include <offheap/memcache/text_session.hpp>
 #include <offheap/offheap.hpp>
 
@@ -35,10 +46,12 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cinttypes>
@@ -47,6 +60,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -66,6 +80,7 @@ constexpr int kBadOption = 64;
 constexpr int kCannotServe = 69;
 constexpr std::size_t kOutputPause = 1 << 20;    // pending replies that stop reading
 constexpr std::size_t kOutputLimit = 64u << 20;  // pending replies that close the connection
+constexpr std::size_t kKeptBuffer = 64u << 10;   // a buffer's capacity an idle connection keeps
 
 struct Config {
   int port = 11211;
@@ -149,28 +164,38 @@ Config parse_options(int argc, char** argv) {
 }
 
 /// The first cas unique of this run: --dir keeps an epoch, raised and
-/// synced before any unique is handed out.
-std::uint64_t first_cas(const std::filesystem::path& dir) {
+/// synced before any unique is handed out; a unique is the epoch times
+/// 2^40 plus a count (a run of more than 2^40 writes, 12 days at a million
+/// a second, would reach the next epoch's: README Limits).
+std::uint64_t first_cas(const std::filesystem::path& dir, bool store_existed) {
   if (dir.empty()) return 1;
   const std::filesystem::path file = dir / "cas-epoch";
   std::uint64_t epoch = 0;
   if (FILE* f = std::fopen(file.c_str(), "r")) {
-    if (std::fscanf(f, "%" SCNu64, &epoch) != 1) {
-      std::fclose(f);
-      cannot_serve(file.string() + " holds no epoch number (damaged? remove it only with the store)");
-    }
+    char text[32] = {};
+    const std::size_t n = std::fread(text, 1, sizeof text - 1, f);
     std::fclose(f);
+    const char* end = text + n;
+    if (end > text && end[-1] == '\n') --end;
+    const auto r = std::from_chars(text, end, epoch);
+    if (r.ec != std::errc{} || r.ptr != end || end == text) {
+      cannot_serve(file.string() + " holds no epoch number (damaged): uniques could repeat; restore it, or remove "
+                   "the store with it");
+    }
+  } else if (store_existed) {
+    cannot_serve(file.string() + " is missing beside an existing store: uniques could repeat; restore it, or "
+                 "remove the store");
   }
   ++epoch;
   if (epoch >= (std::uint64_t{1} << 23)) cannot_serve(file.string() + ": the epochs are used up");
   const std::filesystem::path tmp = dir / "cas-epoch.tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const std::string text = std::to_string(epoch) + "\n";
   if (fd < 0 || write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) || fsync(fd) != 0 ||
       close(fd) != 0 || std::rename(tmp.c_str(), file.c_str()) != 0) {
     cannot_serve("cannot write " + file.string() + ": " + std::strerror(errno));
   }
-  if (const int d = open(dir.c_str(), O_RDONLY | O_DIRECTORY); d >= 0) {
+  if (const int d = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
     fsync(d);
     close(d);
   }
@@ -200,7 +225,9 @@ struct Connection {
   Session session;
   std::string in, out;
   std::size_t sent = 0;  // bytes of `out` already sent
-  bool closing = false;  // close once `out` is sent
+  bool closing = false;      // close once `out` is sent
+  bool peer_closed = false;  // the peer shut its side: send what is pending, then close
+  bool paused = false;       // the session stopped for its replies to go out: requests wait in `in`
   std::uint32_t watched = EPOLLIN | EPOLLRDHUP;  // what its epoll entry waits for
   Connection(int f, offheap::Cache& cache, ServerState& state, const TextLimits& limits)
       : fd(f), session(cache, state, limits) {}
@@ -233,7 +260,11 @@ class Loop {
   void run() {
     epoll_event events[64];
     while (!g_stop.load(std::memory_order_relaxed)) {
-      const int n = epoll_wait(epoll_, events, 64, -1);
+      const int n = epoll_wait(epoll_, events, 64, accepting_ ? -1 : 100);
+      if (!accepting_) {
+        watch(listener_, EPOLLIN | EPOLLEXCLUSIVE);
+        accepting_ = true;
+      }
       if (n < 0) {
         if (errno == EINTR) continue;
         cannot_serve(std::string("epoll_wait: ") + std::strerror(errno));
@@ -277,7 +308,15 @@ class Loop {
   void accept_all() {
     for (;;) {
       const int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) return;  // EAGAIN: another loop took it, or none left
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors: this loop stops accepting for 100 ms (the
+          // level-triggered listener would wake it at once, for nothing).
+          epoll_ctl(epoll_, EPOLL_CTL_DEL, listener_, nullptr);
+          accepting_ = false;
+        }
+        return;  // (EAGAIN: another loop took it, or none left)
+      }
       auto& counters = state_.counters();
       if (counters.curr_connections.load(std::memory_order_relaxed) >= max_connections_) {
         static constexpr std::string_view kFull = "ERROR Too many open connections\r\n";
@@ -305,12 +344,13 @@ class Loop {
   /// Reads what is there, runs it, sends what it can. False: close now.
   bool serve(Connection& c) {
     if (!flush(c)) return false;
-    bool peer_closed = false;
-    while (!c.closing && c.out.size() - c.sent < kOutputPause) {
+    // Requests left by a session that paused for its replies to go out.
+    if (c.paused && c.out.size() == c.sent && !run(c)) return false;
+    while (!c.closing && !c.peer_closed && !c.paused && c.out.size() - c.sent < kOutputPause) {
       char buf[16384];
       const ssize_t n = recv(c.fd, buf, sizeof buf, 0);
       if (n == 0) {
-        peer_closed = true;
+        c.peer_closed = true;  // (a half-close: what it asked for is still sent)
         break;
       }
       if (n < 0) {
@@ -324,24 +364,35 @@ class Loop {
       if (static_cast<std::size_t>(n) < sizeof buf) break;
     }
     if (!flush(c)) return false;
-    if (peer_closed && c.out.size() == c.sent) return false;
-    if (c.closing && c.out.size() == c.sent) return false;
-    // Wait for room to send while replies wait; else for requests.
-    rewatch(c, c.out.size() != c.sent ? (EPOLLOUT | EPOLLRDHUP) : (EPOLLIN | EPOLLRDHUP));
+    const bool pending = c.out.size() != c.sent;
+    if (!pending && c.paused && !run(c)) return false;  // (sent at once: go on)
+    if ((c.peer_closed || c.closing) && c.out.size() == c.sent && !c.paused) return false;
+    // Buffers grown by a large request or reply go back once empty (an
+    // idle connection holds no more than a small one).
+    if (c.in.empty() && c.in.capacity() > kKeptBuffer) std::string().swap(c.in);
+    if (c.out.empty() && c.out.capacity() > kKeptBuffer) std::string().swap(c.out);
+    // Wait for room to send while replies wait, and for nothing else (a
+    // peer that shut its side would keep a level-triggered EPOLLRDHUP
+    // firing; a reset still comes as EPOLLHUP or EPOLLERR); else for
+    // requests.
+    rewatch(c, (c.out.size() != c.sent || c.paused) ? EPOLLOUT : (EPOLLIN | EPOLLRDHUP));
     return true;
   }
 
-  /// Runs the whole requests of c.in. False: close now (replies past the limit).
+  /// Runs the whole requests of c.in. False: close now (replies past the
+  /// limit, or memory for them refused: std::bad_alloc).
   bool run(Connection& c) {
     for (;;) {
-      const auto fed = c.session.feed(c.in, c.out);
-      if (!fed.meta_line.empty()) {
-        // The meta protocol (mg, ms, md, ma, mn, me) is not among this
-        // server's commands yet: it answers them as memcached 1.5 did,
-        // as unknown commands.
-        c.out += "ERROR\r\n";
+      Session::Fed fed;
+      try {
+        fed = c.session.feed(c.in, c.out);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "offheap-memcached: a connection closed: %s\n", e.what());
+        return false;
       }
+      if (!fed.meta_line.empty()) c.out += "ERROR\r\n";  // (the meta protocol: see the top)
       c.in.erase(0, fed.consumed);
+      c.paused = fed.paused;
       if (fed.close) {
         c.closing = true;
         c.in.clear();
@@ -371,6 +422,7 @@ class Loop {
 
   int epoll_ = -1;
   int listener_;
+  bool accepting_ = true;  // the listener is in this loop's epoll
   offheap::Cache& cache_;
   ServerState& state_;
   TextLimits limits_;
@@ -383,8 +435,39 @@ class Loop {
 int main(int argc, char** argv) {
   const Config config = parse_options(argc, argv);
 
+  // Descriptors for -c connections and a few more (as memcached raises its
+  // limit); refused: a clear error rather than connections that hang.
+  const rlim_t wanted = static_cast<rlim_t>(config.max_connections + 64);
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  if (files.rlim_cur < wanted) {
+    rlimit raised = files;
+    raised.rlim_cur = wanted;
+    if (raised.rlim_max < wanted) raised.rlim_max = wanted;
+    if (setrlimit(RLIMIT_NOFILE, &raised) != 0) {
+      raised.rlim_max = files.rlim_max;
+      raised.rlim_cur = std::min(wanted, files.rlim_max);
+      setrlimit(RLIMIT_NOFILE, &raised);
+      getrlimit(RLIMIT_NOFILE, &files);
+      if (files.rlim_cur < wanted) {
+        cannot_serve("-c " + std::to_string(config.max_connections) + " needs " + std::to_string(wanted) +
+                     " open files; the limit is " + std::to_string(files.rlim_cur) + " (ulimit -n)");
+      }
+    }
+  }
+  // The port first: a taken port changes nothing on disk.
+  const int listener = listen_on(config);
+
   offheap::Options o;
   o.capacity_bytes = config.memory_mib * 1024 * 1024;
+  // Each shard holds an even share of -m: enough shards for the writers,
+  // few enough that a share holds two items of -I.
+  std::uint32_t shards = 1;
+  while (shards < 4 * std::max(1u, std::thread::hardware_concurrency()) && shards < 64 &&
+         o.capacity_bytes / (shards * 2) >= 2 * (config.item_size + 64)) {
+    shards *= 2;
+  }
+  o.shards = shards;
   std::uint64_t cas = 1;
   if (!config.dir.empty()) {
     std::error_code ec;
@@ -392,7 +475,7 @@ int main(int argc, char** argv) {
     if (ec) cannot_serve("cannot use --dir " + config.dir.string() + ": " + ec.message());
     o.path = config.dir / "store";
     o.durability = config.durability;
-    cas = first_cas(config.dir);
+    cas = first_cas(config.dir, std::filesystem::exists(o.path));
   }
   std::unique_ptr<offheap::Cache> cache;
   try {
@@ -409,7 +492,6 @@ int main(int argc, char** argv) {
   TextLimits limits;
   limits.max_item_bytes = config.item_size;
 
-  const int listener = listen_on(config);
   g_wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   struct sigaction sa {};
   sa.sa_handler = on_signal;

@@ -16,7 +16,13 @@
 // spaces a shorter incr or decr result is padded with (only in place, when
 // no other reference holds the item): numbers followed by spaces are
 // compared without them, and the values stay below 2^63. The session tests
-// pin both behaviours against memcached's answers in isolation.
+// pin both behaviours against memcached's answers in isolation. And a
+// flush_all with a delay: its effect turns at a second's boundary, and
+// memcached's seconds tick on its own timer, not on the wall clock's
+// (flush_all 1 flushes the writes of the rest of its second); and one
+// naming a time before the server started brings flushed items back, but
+// not those memcached's background crawler unlinked meanwhile. The session
+// tests pin both on a clock they move.
 //
 // Requires the memcached program (Debian package memcached; the README's
 // test command installs it): without it the test fails and says so.

@@ -150,6 +150,13 @@ TEST_CASE("memcache text requests: framing, tokens and unknown commands as memca
   CHECK(replies("flush_all abc\r\nflush_all noreply 5\r\nflush_all 1 2 3\r\n") ==
         "CLIENT_ERROR invalid exptime argument\r\nCLIENT_ERROR invalid exptime argument\r\nERROR\r\n");
   CHECK(replies("version\r\nquit\r\nstats\r\nstats items\r\n") == "<cmd><cmd><cmd><cmd>");
+  // An HTTP request closes the connection (memcached: a web page must not
+  // drive the cache), past memcached's first-letter dispatch only.
+  CHECK(replies("GET / HTTP/1.1\r\nHost: x\r\n") == "<close>");
+  CHECK(replies("POST /x HTTP/1.0\r\n") == "<close>");
+  CHECK(replies("get / HTTP/1.1\r\n") == "<cmd>");
+  CHECK(replies("gxt / HTTP/1.1\r\nsomething HTTP/2\r\nxyz HTTP/2\r\n") == "ERROR\r\nERROR\r\n<close>");
+  CHECK(replies("bogus HTTP\r\n") == "ERROR\r\n");
 
   SECTION("a line is cut at a NUL byte") {
     const TextParse p = parse(std::string_view("get a\0b\r\n", 9));

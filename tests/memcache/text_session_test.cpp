@@ -149,11 +149,25 @@ TEST_CASE("memcache text session: expiry times as memcached reads them", "[memca
 TEST_CASE("memcache text session: flush_all now and later", "[memcache]") {
   Server server;
   CHECK(talk(server, "set a 0 0 1\r\nx\r\nflush_all\r\nget a\r\n") == "STORED\r\nOK\r\nEND\r\n");
+  // memcached's timing: a delay of N flushes at N - 1 seconds (1: now).
+  CHECK(talk(server, "set a 0 0 1\r\nx\r\nflush_all 1\r\nget a\r\n") == "STORED\r\nOK\r\nEND\r\n");
   CHECK(talk(server, "set a 0 0 1\r\nx\r\nflush_all 10\r\nget a\r\n") == "STORED\r\nOK\r\nVALUE a 0 1\r\nx\r\nEND\r\n");
-  server.clock.advance_s(9);
+  server.clock.advance_s(8);
   CHECK(talk(server, "set b 0 0 1\r\nx\r\nget a b\r\n") == "STORED\r\nVALUE a 0 1\r\nx\r\nVALUE b 0 1\r\nx\r\nEND\r\n");
   server.clock.advance_s(1);
   CHECK(talk(server, "get a b\r\n") == "END\r\n");  // everything written before the delay's end
+  // ...and during its second (memcached's time-based flush), not after.
+  CHECK(talk(server, "set c 0 0 1\r\nx\r\nget c\r\n") == "STORED\r\nEND\r\n");
+  server.clock.advance_s(1);
+  CHECK(talk(server, "set d 0 0 1\r\nx\r\nget c d\r\n") == "STORED\r\nVALUE d 0 1\r\nx\r\nEND\r\n");
+  // A flushed item is absent to every command: add stores over it, the rest miss.
+  CHECK(talk(server, "replace a 0 0 1\r\ny\r\nincr a 1\r\ntouch a 1\r\nappend a 0 0 1\r\ny\r\ncas a 0 0 1 1\r\ny\r\n") ==
+        "NOT_STORED\r\nNOT_FOUND\r\nNOT_FOUND\r\nNOT_STORED\r\nNOT_FOUND\r\n");
+  CHECK(talk(server, "add a 0 0 1\r\nz\r\nget a\r\n") == "STORED\r\nVALUE a 0 1\r\nz\r\nEND\r\n");
+  // An absolute time before the server started flushes nothing, and cancels a pending flush.
+  CHECK(talk(server, "flush_all 100\r\nflush_all 1000000000\r\n") == "OK\r\nOK\r\n");
+  server.clock.advance_s(200);
+  CHECK(talk(server, "get a\r\n") == "VALUE a 0 1\r\nz\r\nEND\r\n");
   CHECK(talk(server, "set c 0 0 1\r\nx\r\nflush_all noreply\r\nget c\r\nflush_all -1\r\n") == "STORED\r\nEND\r\nOK\r\n");
   CHECK(talk(server, "set d 0 0 1\r\nx\r\nflush_all 100\r\nflush_all 0\r\nset e 0 0 1\r\ny\r\n") ==
         "STORED\r\nOK\r\nOK\r\nSTORED\r\n");
@@ -179,6 +193,15 @@ TEST_CASE("memcache text session: refused items, errors and partial input", "[me
   CHECK(talk(server, "append j 0 0 39\r\n" + std::string(39, 'v') + "\r\nget j\r\n", tiny) ==
         "STORED\r\nVALUE j 0 40\r\nx" + std::string(39, 'v') + "\r\nEND\r\n");
   CHECK(talk(server, "stats\r\n").find("STAT store_too_large 2\r\n") != std::string::npos);
+  // memcached refuses incr on an item kept in chunks (over half of -I).
+  CHECK(talk(server, "set big 0 0 25\r\n1" + std::string(24, ' ') + "\r\nincr big 1\r\n", tiny) ==
+        "STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+  CHECK(talk(server, "set big 0 0 2\r\n1 \r\nincr big 1\r\n") == "STORED\r\n2\r\n");
+  // A get whose reply passes the limit: the error alone.
+  TextLimits small_replies;
+  small_replies.max_reply_bytes = 100;
+  CHECK(talk(server, "set r 0 0 1\r\nx\r\nget r r r r r r r r r r\r\nget r\r\n", small_replies) ==
+        "STORED\r\nSERVER_ERROR out of memory writing get response\r\nVALUE r 0 1\r\nx\r\nEND\r\n");
 
   SECTION("a refused block discarded across calls, a byte at a time") {
     TextSession<offheap::CachePolicy> s(server.cache, server.state, tiny);
@@ -240,7 +263,7 @@ TEST_CASE("memcache text session: stats counts and resets", "[memcache]") {
     CHECK(s.find(line) != std::string::npos);
   }
   CHECK(s.rfind("END\r\n") == s.size() - 5);
-  CHECK(talk(server, "stats reset\r\nstats foo\r\n") == "RESET\r\nERROR\r\n");
+  CHECK(talk(server, "stats reset\r\nstats foo\r\nstats reset foo\r\n") == "RESET\r\nERROR\r\nRESET\r\n");
   CHECK(talk(server, "stats\r\n").find("STAT cmd_get 0\r\n") != std::string::npos);
   CHECK(talk(server, "stats settings\r\n").find("STAT item_size_max 1048576\r\n") != std::string::npos);
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the connections of one memcache server share besides the store: the
-// cas uniques, the counters that "stats" reports, and a delayed flush_all.
+// cas uniques, the counters that "stats" reports, and flush_all's floor.
 //
 // Cas uniques. Each write takes the next value of one counter, so no two
 // writes of a server share one. A restarted server must not hand out a
@@ -75,26 +75,81 @@ class ServerState {
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count());
   }
 
-  /// flush_all with a delay: the store is cleared at `at_s` (seconds since
-  /// the Unix epoch), by the first command a connection runs at or after it.
-  /// A later flush_all replaces an earlier pending one; one without a delay
-  /// clears at once and cancels it, as in memcached.
-  void schedule_flush(std::uint64_t at_s) noexcept { flush_at_.store(at_s, std::memory_order_relaxed); }
-  void cancel_flush() noexcept { flush_at_.store(0, std::memory_order_relaxed); }
-  /// Whether a flush is scheduled (a relaxed load: every command asks).
-  bool flush_pending() const noexcept { return flush_at_.load(std::memory_order_relaxed) != 0; }
-  /// Whether a scheduled flush is due at `now_s`; true for one caller only
-  /// (which then clears the store). Relaxed: the store's clear() orders
-  /// itself with every write.
-  bool take_due_flush(std::uint64_t now_s) noexcept {
-    std::uint64_t at = flush_at_.load(std::memory_order_relaxed);
-    return at != 0 && at <= now_s && flush_at_.compare_exchange_strong(at, 0, std::memory_order_relaxed);
+  // flush_all, as memcached 1.6 does it (its item_is_flushed()): nothing is
+  // removed; a flushed item counts as absent to every command (a cache's
+  // eviction reclaims its room). memcached keeps two marks: oldest_live, a
+  // second (items last written up to its end are flushed once it has
+  // come), and oldest_cas (items with a lower unique are flushed), and
+  // honours either only while oldest_live is set and not in the future,
+  // so that a later delayed flush brings earlier flushed items back until
+  // its second, and one naming a time before the server started, back for
+  // good. Here: the same two marks; "written up to the end of second S" is
+  // every item while S lasts, then every unique below the one the first
+  // command after S takes (time_cas). Reads need the clock only while a
+  // flush's second has not passed (needs_clock()).
+  //
+  // Thread safety: the marks are separate atomics (relaxed: a flush orders
+  // with nothing but the uniques it compares); a command racing a
+  // flush_all on another connection sees the marks before or after it.
+
+  bool needs_clock() const noexcept {
+    return oldest_live_s_.load(std::memory_order_relaxed) != 0 && time_cas_.load(std::memory_order_relaxed) == 0;
   }
+  /// Before a command at `now_s` (when needs_clock()): past the flush's
+  /// second, the unique that ends it (one caller takes it).
+  void note_time(std::uint64_t now_s) noexcept {
+    const std::uint64_t live_s = oldest_live_s_.load(std::memory_order_relaxed);
+    std::uint64_t expected = 0;
+    if (live_s != 0 && live_s < now_s) time_cas_.compare_exchange_strong(expected, next_cas(), std::memory_order_relaxed);
+  }
+  /// Whether an item of unique `cas` counts at `now_s` (ignored unless
+  /// needs_clock() said so before the command).
+  bool live(std::uint64_t cas, std::uint64_t now_s) const noexcept {
+    const std::uint64_t live_s = oldest_live_s_.load(std::memory_order_relaxed);
+    if (live_s == 0) return true;
+    const std::uint64_t time_cas = time_cas_.load(std::memory_order_relaxed);
+    if (time_cas == 0) {
+      if (live_s > now_s) return true;  // a delayed flush, still to come
+      return false;                     // its second: everything written so far
+    }
+    if (cas < time_cas) return false;
+    const std::uint64_t oldest_cas = oldest_cas_.load(std::memory_order_relaxed);
+    return oldest_cas == 0 || cas >= oldest_cas;
+  }
+  /// flush_all, with memcached's marks: `delay` as sent (0 or less: now),
+  /// at `now_s`.
+  void flush(std::int32_t delay, std::uint64_t now_s) noexcept {
+    if (delay <= 0) {  // memcached: oldest_live = now - 1, oldest_cas = the next unique
+      const std::uint64_t unique = next_cas();
+      oldest_cas_.store(unique, std::memory_order_relaxed);
+      time_cas_.store(unique, std::memory_order_relaxed);
+      oldest_live_s_.store(now_s - 1, std::memory_order_relaxed);
+      return;
+    }
+    std::uint64_t second = 0;  // memcached's realtime(delay) - 1
+    if (delay <= 60 * 60 * 24 * 30) {
+      second = now_s + static_cast<std::uint64_t>(delay) - 1;
+    } else if (static_cast<std::uint64_t>(delay) > started_s() - 62) {  // (memcached's clock starts 62 s early)
+      second = static_cast<std::uint64_t>(delay) - 1;
+    }
+    time_cas_.store(0, std::memory_order_relaxed);
+    if (second != 0 && second <= now_s) oldest_cas_.store(next_cas(), std::memory_order_relaxed);
+    oldest_live_s_.store(second, std::memory_order_relaxed);
+    if (second != 0 && second < now_s) note_time(now_s);
+  }
+
+  /// When the server started (seconds since the Unix epoch, on its
+  /// store's clock): memcached ignores flush_all times before it.
+  std::uint64_t started_s() const noexcept { return started_s_.load(std::memory_order_relaxed); }
+  void set_started_s(std::uint64_t s) noexcept { started_s_.store(s, std::memory_order_relaxed); }
 
  private:
   ServerSettings settings_;
   std::atomic<std::uint64_t> next_cas_;
-  std::atomic<std::uint64_t> flush_at_{0};
+  std::atomic<std::uint64_t> oldest_live_s_{0};  // memcached's oldest_live (a second; 0: none)
+  std::atomic<std::uint64_t> oldest_cas_{0};     // memcached's oldest_cas (0: none)
+  std::atomic<std::uint64_t> time_cas_{0};       // uniques below this were written by the end of oldest_live (0: not known yet)
+  std::atomic<std::uint64_t> started_s_{0};
   Counters counters_;
   std::chrono::steady_clock::time_point started_;
 };

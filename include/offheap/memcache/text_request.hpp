@@ -23,7 +23,11 @@
 // runs of spaces count as one. The first token names the command, case
 // sensitive. A line with no token, or whose first token has one byte, is
 // "ERROR"; so is an unknown command, or a known one with a wrong number of
-// tokens (memcached counts at most 24, which only the gets reach).
+// tokens (memcached counts at most 24, which only the gets reach). An
+// unknown command whose last token starts with "HTTP/" closes the
+// connection instead (an HTTP request: a web page must not be able to
+// drive the cache), unless its first letter is one of memcached's
+// dispatch letters (g, s, a, c, i, d, t), as there.
 //
 // noreply. For the commands that take it (storage, incr, decr, touch,
 // delete, flush_all, verbosity) the last token "noreply" silences every
@@ -103,8 +107,21 @@ struct TextLimits {
   /// bound; a server must keep one).
   std::size_t max_get_line_bytes = std::size_t{1} << 20;
 
+  /// Replies a session lets build up before it stops running requests
+  /// (feed() returns; the caller sends them and feeds again)...
+  std::size_t pause_reply_bytes = std::size_t{1} << 20;
+  /// ...and the most one get may build: past it the get answers
+  /// "SERVER_ERROR out of memory writing get response" (as memcached when
+  /// it runs out of memory for a reply) and what it found is dropped.
+  std::size_t max_reply_bytes = std::size_t{64} << 20;
+
   constexpr bool too_large(std::string_view key, std::uint32_t flags, std::uint64_t bytes) const noexcept {
     return key.size() + bytes + item_header_bytes + (flags != 0 ? 4 : 0) > max_item_bytes;
+  }
+  /// memcached keeps an item larger than half of -I in chunks (its
+  /// slab_chunk_max), and incr and decr refuse such an item as non-numeric.
+  constexpr bool chunked(std::string_view key, std::uint32_t flags, std::uint64_t bytes) const noexcept {
+    return key.size() + bytes + item_header_bytes + (flags != 0 ? 4 : 0) > max_item_bytes / 2;
   }
 };
 
@@ -133,7 +150,7 @@ enum class Step : std::uint8_t {
   reply,      ///< send TextParse::reply (empty: silenced by noreply)
   too_large,  ///< send the reply unless request.noreply, discard request.discard bytes; set: remove request.key
   meta,       ///< a meta command: request.line
-  close,      ///< close the connection (a line too long)
+  close,      ///< close the connection (a line too long, an HTTP request)
 };
 
 struct TextParse {
@@ -418,6 +435,15 @@ inline TextParse parse_text_request(std::string_view in, const TextLimits& limit
     while (!a.empty() && a.front() == ' ') a.remove_prefix(1);
     r.args = a;
     return command(line_end, r);
+  }
+  // An unknown command whose line ends in an HTTP version (a browser made
+  // to post to this port) closes the connection, as in memcached, which
+  // checks it past its first-letter dispatch only (g, s, a, c, i, d, t).
+  const std::string_view letters = "gsacidt";
+  if (letters.find(c[0]) == std::string_view::npos && k.t[k.real - 1].substr(0, 5) == "HTTP/") {
+    TextParse p;
+    p.step = Step::close;
+    return p;
   }
   return reply(line_end, kError);
 }

@@ -33,8 +33,11 @@
 //                       memcached's in-place update); flags and deadline stay
 //   touch               TOUCHED or NOT_FOUND; the cas stays
 //   delete              DELETED or NOT_FOUND
-//   flush_all [delay]   OK; clears the store now, or at the delay (read as
-//                       an exptime) by the first command after it
+//   flush_all [delay]   OK; every item written before it (or before the
+//                       delay's end, memcached's timing: flush_all() below)
+//                       counts as absent from then on; nothing is removed
+//                       (the cache's eviction reclaims the room, as
+//                       memcached's LRU does)
 //   version, verbosity  VERSION <ServerSettings::version>; OK (no logging
 //                       level to set)
 //   quit                closes the connection (Fed::close)
@@ -44,7 +47,10 @@
 //                       allocator and crawler: ERROR
 // A write that the store refuses for room (Error out_of_space, a memory
 // limit) answers "SERVER_ERROR out of memory storing object"; another
-// Error (a read-only or closed store) "SERVER_ERROR <its message>".
+// Error (a read-only or closed store) "SERVER_ERROR <its Errc's name>"
+// (not its message, which names the store's path). A get whose reply would
+// pass TextLimits::max_reply_bytes answers "SERVER_ERROR out of memory
+// writing get response" alone.
 // noreply silences every reply of its command.
 //
 // Expired writes. An exptime already past (negative, or an absolute time
@@ -87,18 +93,23 @@ class TextSession {
   /// What feed() did.
   struct Fed {
     std::size_t consumed = 0;     ///< bytes of the input used (drop them)
-    bool close = false;           ///< close the connection once `out` is sent (quit, a line too long)
+    bool close = false;           ///< close the connection once `out` is sent (quit, a line too long, HTTP)
+    bool paused = false;          ///< stopped with whole requests left: `out` reached TextLimits::pause_reply_bytes
     std::string_view meta_line;   ///< non-empty: a meta command's line (within the consumed bytes), for the meta protocol
   };
 
   /// `store` and `state` must outlive the session.
   TextSession(Store& store, ServerState& state, TextLimits limits = {})
-      : store_(store), state_(state), limits_(limits) {}
+      : store_(store), state_(state), limits_(limits) {
+    if (state_.started_s() == 0) state_.set_started_s(now_s());  // (the first session's: a benign race)
+  }
 
   /// Runs every whole request at the front of `in`, appending the replies
   /// to `out`; stops at a request not yet whole (more bytes are needed), at
-  /// a meta command (handed back whole in Fed::meta_line), and at one that
-  /// closes the connection. Bytes of a refused data block are discarded as
+  /// a meta command (handed back whole in Fed::meta_line), at one that
+  /// closes the connection, and before the next request once `out` holds
+  /// TextLimits::pause_reply_bytes (Fed::paused: send, then feed the rest
+  /// again, also with no new bytes). Bytes of a refused data block are discarded as
   /// they arrive, also across calls. `in`'s views are used only during the
   /// call.
   Fed feed(std::string_view in, std::string& out) {
@@ -111,6 +122,10 @@ class TextSession {
         if (discard_ != 0) return fed;
       }
       if (fed.consumed == in.size()) return fed;
+      if (out.size() >= limits_.pause_reply_bytes) {
+        fed.paused = true;
+        return fed;
+      }
       const TextParse p = parse_text_request(in.substr(fed.consumed), limits_);
       switch (p.step) {
         case Step::need_more: return fed;
@@ -194,21 +209,47 @@ class TextSession {
 
   /// Runs one command; returns whether the connection closes (quit).
   bool run(const TextRequest& r, std::string& out) {
-    if (state_.flush_pending() && state_.take_due_flush(now_s())) store_.clear();
+    // (The clock is read only while a flush's second has not passed.)
+    now_for_flush_ = 0;
+    if (state_.needs_clock()) {
+      now_for_flush_ = now_s();
+      state_.note_time(now_for_flush_);
+    }
     try {
       return run_unguarded(r, out);
     } catch (const Error& e) {
+      // (The error's name, not its message: that names the store's path.)
+      if (e.code() == Errc::out_of_space) state_.counters().store_no_memory.fetch_add(1, std::memory_order_relaxed);
       if (r.noreply) return false;
       if (e.code() == Errc::out_of_space) {
         out += "SERVER_ERROR out of memory storing object\r\n";
-        state_.counters().store_no_memory.fetch_add(1, std::memory_order_relaxed);
       } else {
         out += "SERVER_ERROR ";
-        out += e.what();
+        out += to_string(e.code());
         out += "\r\n";
       }
       return false;
     }
+  }
+  /// The item a value holds, if it is one and no flush_all came after it.
+  std::optional<ItemView> live_item(std::string_view value) const noexcept {
+    std::optional<ItemView> item = read_item(value);
+    if (item && !state_.live(item->header.cas, now_for_flush_)) return std::nullopt;
+    return item;
+  }
+  /// A value that is an item a flush_all came after: memcached unlinks
+  /// such an item when a command meets it (a later flush_all that brings
+  /// flushed items back does not bring it), and so do the commands here.
+  bool flushed(std::string_view value) const noexcept {
+    const std::optional<ItemView> item = read_item(value);
+    return item && !state_.live(item->header.cas, now_for_flush_);
+  }
+  /// Removes key's item if it is flushed (after a read met it).
+  void unlink_flushed(std::string_view key) {
+    store_.compute_if_present(key, [&](std::string_view old) -> std::optional<std::string_view> {
+      if (flushed(old)) return std::nullopt;
+      return old;
+    });
   }
 
   bool run_unguarded(const TextRequest& r, std::string& out) {
@@ -228,25 +269,19 @@ class TextSession {
         return false;
       }
       case Verb::delete_key: {
-        const bool removed = store_.remove(r.key);
+        // (A flushed item is absent: NOT_FOUND, and it goes too.)
+        bool removed = false;
+        store_.compute_if_present(r.key, [&](std::string_view old) -> std::optional<std::string_view> {
+          removed = live_item(old).has_value();
+          return std::nullopt;
+        });
         (removed ? n.delete_hits : n.delete_misses).fetch_add(1, std::memory_order_relaxed);
         add_line(out, r.noreply, removed ? "DELETED\r\n" : "NOT_FOUND\r\n");
         return false;
       }
       case Verb::flush_all: {
         n.cmd_flush.fetch_add(1, std::memory_order_relaxed);
-        if (r.has_delay && r.exptime > 0) {
-          const Deadline d = deadline_of(r.exptime, now_s());
-          if (d.expired) {
-            state_.cancel_flush();
-            store_.clear();
-          } else {
-            state_.schedule_flush(d.seconds);
-          }
-        } else {
-          state_.cancel_flush();
-          store_.clear();
-        }
+        flush_all(r.has_delay ? r.exptime : 0);
         add_line(out, r.noreply, "OK\r\n");
         return false;
       }
@@ -262,18 +297,29 @@ class TextSession {
     return false;
   }
 
+  /// flush_all [delay], with memcached's times (ServerState::flush()).
+  void flush_all(std::int32_t delay) {
+    const std::uint64_t now = now_s();
+    state_.flush(delay, now);
+    now_for_flush_ = now;
+  }
+
   /// get, gets (touch: gat, gats).
   void retrieve(const TextRequest& r, std::string& out, bool touching) {
     Counters& n = state_.counters();
     const bool with_cas = r.verb == Verb::gets || r.verb == Verb::gats;
     const Deadline d = touching ? deadline_of(r.exptime, now_s()) : Deadline{};
     const std::size_t start = out.size();
-    bool key_too_long = false;
+    bool key_too_long = false, reply_too_large = false;
     for_each_key(r.keys, [&](std::string_view key) {
-      if (key_too_long) return;
+      if (key_too_long || reply_too_large) return;
       if (key.size() > kMaxKeyBytes) {
         // memcached: what the keys before it found is dropped, the error alone.
         key_too_long = true;
+        return;
+      }
+      if (out.size() - start > limits_.max_reply_bytes) {
+        reply_too_large = true;
         return;
       }
       const std::size_t mark = out.size();
@@ -287,23 +333,26 @@ class TextSession {
         (hit ? n.touch_hits : n.touch_misses).fetch_add(1, std::memory_order_relaxed);
       } else {
         n.cmd_get.fetch_add(1, std::memory_order_relaxed);
-        bool ours = false;
+        bool ours = false, was_flushed = false;
         // read() may call the function more than once (a writer raced it):
         // each call starts again from the mark, and only the last counts.
         hit = store_.read(key, [&](std::string_view value) {
           out.resize(mark);
-          const std::optional<ItemView> item = read_item(value);
+          const std::optional<ItemView> item = live_item(value);
           ours = item.has_value();
+          was_flushed = !ours && flushed(value);
           if (ours) add_value(out, key, *item, with_cas);
         });
+        if (hit && was_flushed) unlink_flushed(key);
         hit = hit && ours;
         (hit ? n.get_hits : n.get_misses).fetch_add(1, std::memory_order_relaxed);
       }
       if (!hit) out.resize(mark);
     });
-    if (key_too_long) {
+    if (key_too_long || reply_too_large || out.size() - start > limits_.max_reply_bytes) {
       out.resize(start);
-      out += "CLIENT_ERROR bad command line format\r\n";
+      out += key_too_long ? "CLIENT_ERROR bad command line format\r\n"
+                          : "SERVER_ERROR out of memory writing get response\r\n";
       return;
     }
     out += "END\r\n";
@@ -318,9 +367,9 @@ class TextSession {
     store_.compute_if_present(
         key,
         [&](std::string_view old) -> std::optional<std::string_view> {
-          const std::optional<ItemView> item = read_item(old);
+          const std::optional<ItemView> item = live_item(old);
           found = item.has_value();
-          if (!found) return old;
+          if (!found) return flushed(old) ? std::nullopt : std::optional<std::string_view>(old);
           if constexpr (!std::is_same_v<std::decay_t<Seen>, std::nullptr_t>) seen(*item);
           ItemHeader h = item->header;
           h.deadline_s = d.seconds;
@@ -341,10 +390,22 @@ class TextSession {
       write_header(header, h);
       const std::string_view parts[] = {std::string_view(header, sizeof header), r.data};
       store_.put(r.key, std::span<const std::string_view>(parts), ttl_of(d));
-    } else if (r.verb == Verb::add) {
-      stored = store_.put_if_absent(r.key, assemble(h, r.data), ttl_of(d));
     } else {
-      stored = store_.replace(r.key, assemble(h, r.data), ttl_of(d));
+      // add stores over a flushed item, replace does not replace one: both
+      // decide under the key's lock what it holds.
+      const std::string_view item = assemble(h, r.data);
+      const bool add = r.verb == Verb::add;
+      stored = false;
+      store_.compute(
+          r.key,
+          [&](std::optional<std::string_view> old) -> std::optional<std::string_view> {
+            const bool present = old && live_item(*old).has_value();
+            stored = add != present;
+            if (stored) return item;
+            if (old && flushed(*old)) return std::nullopt;  // (replace met a flushed item: it goes)
+            return old;
+          },
+          ttl_of(d));
     }
     if (stored) state_.counters().total_items.fetch_add(1, std::memory_order_relaxed);
     add_line(out, r.noreply, stored ? "STORED\r\n" : "NOT_STORED\r\n");
@@ -359,18 +420,22 @@ class TextSession {
   bool update_keeping_deadline(std::string_view key, F&& fn) {
     for (;;) {
       std::optional<std::uint32_t> deadline;
+      bool was_flushed = false;
       const bool present = store_.read(key, [&](std::string_view v) {
-        const std::optional<ItemView> item = read_item(v);
+        const std::optional<ItemView> item = live_item(v);
         deadline = item ? std::optional<std::uint32_t>(item->header.deadline_s) : std::nullopt;
+        was_flushed = !item && flushed(v);
       });
+      if (present && was_flushed) unlink_flushed(key);
       if (!present || !deadline) return false;
       bool found = false, moved = false;
       store_.compute_if_present(
           key,
           [&](std::string_view old) -> std::optional<std::string_view> {
-            const std::optional<ItemView> item = read_item(old);
+            const std::optional<ItemView> item = live_item(old);
             found = item.has_value();
             moved = found && item->header.deadline_s != *deadline;
+            if (!found && flushed(old)) return std::nullopt;
             if (!found || moved) return old;
             const std::optional<std::string_view> next = fn(*item);
             return next ? *next : old;
@@ -402,9 +467,10 @@ class TextSession {
     store_.compute_if_present(
         r.key,
         [&](std::string_view old) -> std::optional<std::string_view> {
-          const std::optional<ItemView> item = read_item(old);
+          const std::optional<ItemView> item = live_item(old);
           found = item.has_value();
           exists = found && item->header.cas != r.cas_unique;
+          if (!found && flushed(old)) return std::nullopt;
           if (!found || exists) return old;
           return assemble(ItemHeader{state_.next_cas(), r.flags, d.seconds}, r.data);
         },
@@ -432,7 +498,7 @@ class TextSession {
       // white space or the end.
       const std::string_view digits = old.data.substr(0, old.data.find('\0'));
       const std::optional<std::uint64_t> v = read_u64(digits);
-      numeric = !old.data.empty() && v.has_value();
+      numeric = !old.data.empty() && v.has_value() && !limits_.chunked(r.key, old.header.flags, old.data.size());
       if (!numeric) return std::nullopt;
       const std::uint64_t value = v.value_or(0);
       result = incr ? value + r.delta : (r.delta > value ? 0 : value - r.delta);
@@ -472,12 +538,13 @@ class TextSession {
       out += "\r\n";
     };
     const auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    if (args == "reset") {
+    const std::string_view first = args.substr(0, args.find(' '));  // (memcached compares the first token)
+    if (first == "reset") {
       n.reset();
       out += "RESET\r\n";
       return;
     }
-    if (args == "settings") {
+    if (first == "settings") {
       line("maxbytes", s.limit_maxbytes);
       line("maxconns", s.max_connections);
       line("num_threads", s.threads);
@@ -547,6 +614,7 @@ class TextSession {
   ServerState& state_;
   TextLimits limits_;
   std::uint64_t discard_ = 0;
+  std::uint64_t now_for_flush_ = 0;  // the command's time while a delayed flush is pending, else 0
   std::string scratch_;
 };
 

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# offheap-memcached behind twemproxy (Debian nutcracker 0.5, ketama): three
+# servers on their own directories, started and stopped here by their PIDs.
+#   1. 3,000 keys written through the proxy read back through it, and each
+#      from exactly one server, directly;
+#   2. warm restart in the tier: one server killed with SIGKILL while
+#      writes go on through the proxy, restarted on its directory: at least
+#      99% of the keys it held before the writes that raced the kill hit
+#      again through the proxy, whole (values carry their key and a
+#      checksum); memcached 1.6 in the same place keeps none (its figure is
+#      printed beside ours).
+#
+#   tests/memcache/sharding_test.sh <offheap-memcached binary>
+set -euo pipefail
+server=$1
+py=/usr/bin/python3
+command -v nutcracker >/dev/null || { echo "sharding_test.sh: nutcracker not found (apt-get install nutcracker)" >&2; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/offheap-sharding-test-XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "sharding_test.sh: FAILED: $*" >&2; exit 1; }
+free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_up() {
+  for _ in $(seq 200); do
+    "$py" -c "import socket; socket.create_connection(('127.0.0.1', $1), 0.1)" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  fail "nothing listens on port $1"
+}
+
+cat >"$work/client.py" <<'EOF'
+import sys, zlib
+from pymemcache.client.base import Client
+action, port = sys.argv[1], int(sys.argv[2])
+def value(key): return b"%s:%08x" % (key.encode(), zlib.crc32(key.encode()))
+c = Client(("127.0.0.1", port), connect_timeout=2, timeout=2)
+if action == "write":  # keys first..last through the proxy
+    first, last = int(sys.argv[3]), int(sys.argv[4])
+    for i in range(first, last):
+        assert c.set("key%d" % i, value("key%d" % i), noreply=False), i
+elif action == "race":  # writes until told to stop (errors while a server is down are expected)
+    i = int(sys.argv[3])
+    while True:
+        try: c.set("race%d" % i, value("race%d" % i), noreply=False)
+        except Exception: pass
+        i += 1
+elif action == "read":  # how many of keys first..last read back whole; any torn or foreign value fails
+    first, last = int(sys.argv[3]), int(sys.argv[4])
+    hits = 0
+    for i in range(first, last):
+        v = c.get("key%d" % i)
+        if v is None: continue
+        assert v == value("key%d" % i), ("a torn or foreign value", i, v)
+        hits += 1
+    print(hits)
+elif action == "check":  # how many keys of the list (one index a line) hit whole
+    hits = 0
+    for line in open(sys.argv[3]):
+        k = "key%d" % int(line)
+        v = c.get(k)
+        if v is None: continue
+        assert v == value(k), ("a torn or foreign value", k, v)
+        hits += 1
+    print(hits)
+elif action == "held":  # the keys first..last this server holds, one a line
+    first, last = int(sys.argv[3]), int(sys.argv[4])
+    for i in range(first, last):
+        v = c.get("key%d" % i)
+        if v is not None:
+            assert v == value("key%d" % i), ("a torn or foreign value", i, v)
+            print(i)
+EOF
+
+run_tier() {  # kind (offheap|memcached): prints "held-before hits-after"
+  local kind=$1 ports=() spids=()
+  for s in 0 1 2; do
+    ports+=("$(free_port)")
+    if [ "$kind" = offheap ]; then
+      "$server" -p "${ports[$s]}" -t 1 -m 64 --dir "$work/$kind-$s" >>"$work/servers.log" 2>&1 &
+    else
+      memcached $( [ "$(id -u)" -eq 0 ] && echo -u root ) -p "${ports[$s]}" -l 127.0.0.1 -U 0 -t 1 -m 64 >>"$work/servers.log" 2>&1 &
+    fi
+    spids+=($!)
+    pids+=($!)
+    wait_up "${ports[$s]}"
+  done
+  local proxy
+  proxy=$(free_port)
+  cat >"$work/$kind.yml" <<EOF
+tier:
+  listen: 127.0.0.1:$proxy
+  hash: fnv1a_64
+  distribution: ketama
+  timeout: 2000
+  auto_eject_hosts: false
+  servers:
+   - 127.0.0.1:${ports[0]}:1 s0
+   - 127.0.0.1:${ports[1]}:1 s1
+   - 127.0.0.1:${ports[2]}:1 s2
+EOF
+  nutcracker -c "$work/$kind.yml" -s "$(free_port)" -o "$work/nutcracker-$kind.log" &
+  pids+=($!)
+  local npid=$!
+  wait_up "$proxy"
+  "$py" "$work/client.py" write "$proxy" 0 3000
+  # 1. Through the proxy, and on exactly one server each.
+  [ "$("$py" "$work/client.py" read "$proxy" 0 3000)" -eq 3000 ] || fail "$kind: not every key read back through the proxy"
+  : >"$work/held-all"
+  for s in 0 1 2; do "$py" "$work/client.py" held "${ports[$s]}" 0 3000 >"$work/held-$s"; cat "$work/held-$s" >>"$work/held-all"; done
+  [ "$(sort -n "$work/held-all" | uniq | wc -l)" -eq 3000 ] && [ "$(wc -l <"$work/held-all")" -eq 3000 ] ||
+    fail "$kind: the servers do not hold each key exactly once"
+  # 2. Kill server 1 while writes go on; restart it on its directory.
+  local before
+  before=$(wc -l <"$work/held-1")
+  "$py" "$work/client.py" race "$proxy" 0 &
+  local racer=$!
+  sleep 0.3
+  kill -9 "${spids[1]}"
+  wait "${spids[1]}" 2>/dev/null || true
+  kill "$racer"; wait "$racer" 2>/dev/null || true
+  if [ "$kind" = offheap ]; then
+    "$server" -p "${ports[1]}" -t 1 -m 64 --dir "$work/$kind-1" >>"$work/servers.log" 2>&1 &
+  else
+    memcached $( [ "$(id -u)" -eq 0 ] && echo -u root ) -p "${ports[1]}" -l 127.0.0.1 -U 0 -t 1 -m 64 >>"$work/servers.log" 2>&1 &
+  fi
+  pids+=($!)
+  wait_up "${ports[1]}"
+  local hits
+  hits=$("$py" "$work/client.py" check "$proxy" "$work/held-1")
+  kill "$npid" 2>/dev/null || true
+  for p in "${spids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  echo "$before $hits"
+}
+
+read -r ours_held ours_hits < <(run_tier offheap)
+read -r theirs_held theirs_hits < <(run_tier memcached)
+echo "sharding_test.sh: after kill -9 of one of three servers behind nutcracker, its keys hitting again:"
+echo "  offheap-memcached: $ours_hits of $ours_held; memcached 1.6: $theirs_hits of $theirs_held"
+[ "$ours_held" -gt 0 ] || fail "the killed server held no key"
+[ $((ours_hits * 100)) -ge $((ours_held * 99)) ] || fail "fewer than 99% of the killed server's keys hit again"
+echo "sharding_test.sh: all passed"

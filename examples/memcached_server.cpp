@@ -54,6 +54,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <charconv>
 #include <cstdint>
@@ -79,7 +80,9 @@ using Session = offheap::memcache::TextSession<offheap::CachePolicy>;
 constexpr int kBadOption = 64;
 constexpr int kCannotServe = 69;
 constexpr std::size_t kOutputPause = 1 << 20;    // pending replies that stop reading
-constexpr std::size_t kOutputLimit = 64u << 20;  // pending replies that close the connection
+// Pending replies that close the connection: past what a session may leave
+// (it pauses at 1 MiB, and one get may add up to 64 MiB: TextLimits).
+constexpr std::size_t kOutputLimit = (1u << 20) + (64u << 20) + (64u << 10);
 constexpr std::size_t kKeptBuffer = 64u << 10;   // a buffer's capacity an idle connection keeps
 
 struct Config {
@@ -261,7 +264,7 @@ class Loop {
     epoll_event events[64];
     while (!g_stop.load(std::memory_order_relaxed)) {
       const int n = epoll_wait(epoll_, events, 64, accepting_ ? -1 : 100);
-      if (!accepting_) {
+      if (!accepting_ && std::chrono::steady_clock::now() - paused_at_ >= std::chrono::milliseconds(100)) {
         watch(listener_, EPOLLIN | EPOLLEXCLUSIVE);
         accepting_ = true;
       }
@@ -314,6 +317,7 @@ class Loop {
           // level-triggered listener would wake it at once, for nothing).
           epoll_ctl(epoll_, EPOLL_CTL_DEL, listener_, nullptr);
           accepting_ = false;
+          paused_at_ = std::chrono::steady_clock::now();
         }
         return;  // (EAGAIN: another loop took it, or none left)
       }
@@ -423,6 +427,7 @@ class Loop {
   int epoll_ = -1;
   int listener_;
   bool accepting_ = true;  // the listener is in this loop's epoll
+  std::chrono::steady_clock::time_point paused_at_;  // when it left it (out of descriptors)
   offheap::Cache& cache_;
   ServerState& state_;
   TextLimits limits_;
@@ -489,6 +494,9 @@ int main(int argc, char** argv) {
   settings.threads = config.threads;
   settings.item_size_max = config.item_size;
   ServerState state(cas, settings);
+  // memcached ignores flush_all times before its start: this server's start.
+  const offheap::Clock* clock = o.clock;
+  state.set_started_s((clock != nullptr ? clock->now_ms() : offheap::detail::default_now_ms()) / 1000);
   TextLimits limits;
   limits.max_item_bytes = config.item_size;
 

@@ -289,3 +289,28 @@ TEST_CASE("memcache text session: sessions on several threads share the store an
   // 1 set, then 2 writes per round on each thread: every unique once.
   CHECK(server.state.peek_cas() == 1 + 1 + 2 * kThreads * kIncrements);
 }
+
+TEST_CASE("memcache flush marks: a delayed flush racing commands on other threads flushes nothing early", "[memcache]") {
+  // (review: written word by word, a flush_all with a delay racing another
+  // connection's command could take effect at once and then never.)
+  ServerState state;
+  const std::uint64_t now = 1'800'000'000;
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      const ServerState::FlushMarks m = state.flush_marks();
+      if (m.needs_clock()) state.note_time(m, now);
+    }
+  });
+  std::uint64_t early = 0;
+  for (int round = 0; round < 200000; ++round) {
+    state.flush(0, now);                      // flush now: the marks in the past
+    const std::uint64_t written = state.next_cas();
+    state.flush(60, now);                     // then one 59 s from now
+    const ServerState::FlushMarks m = state.flush_marks();
+    early += !m.live(written, now);           // written after the first flush: it must count
+  }
+  stop = true;
+  other.join();
+  CHECK(early == 0);
+}

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -88,54 +89,77 @@ class ServerState {
   // command after S takes (time_cas). Reads need the clock only while a
   // flush's second has not passed (needs_clock()).
   //
-  // Thread safety: the marks are separate atomics (relaxed: a flush orders
-  // with nothing but the uniques it compares); a command racing a
-  // flush_all on another connection sees the marks before or after it.
+  // Thread safety: the marks change together, under a mutex, and are read
+  // together, lock-free (a seqlock): a command racing a flush_all on
+  // another connection sees them before or after it, never half of each.
 
-  bool needs_clock() const noexcept {
-    return oldest_live_s_.load(std::memory_order_relaxed) != 0 && time_cas_.load(std::memory_order_relaxed) == 0;
-  }
-  /// Before a command at `now_s` (when needs_clock()): past the flush's
-  /// second, the unique that ends it (one caller takes it).
-  void note_time(std::uint64_t now_s) noexcept {
-    const std::uint64_t live_s = oldest_live_s_.load(std::memory_order_relaxed);
-    std::uint64_t expected = 0;
-    if (live_s != 0 && live_s < now_s) time_cas_.compare_exchange_strong(expected, next_cas(), std::memory_order_relaxed);
-  }
-  /// Whether an item of unique `cas` counts at `now_s` (ignored unless
-  /// needs_clock() said so before the command).
-  bool live(std::uint64_t cas, std::uint64_t now_s) const noexcept {
-    const std::uint64_t live_s = oldest_live_s_.load(std::memory_order_relaxed);
-    if (live_s == 0) return true;
-    const std::uint64_t time_cas = time_cas_.load(std::memory_order_relaxed);
-    if (time_cas == 0) {
-      if (live_s > now_s) return true;  // a delayed flush, still to come
-      return false;                     // its second: everything written so far
+  /// memcached's marks, read together (a seqlock: writers hold flush_mutex_).
+  struct FlushMarks {
+    std::uint64_t live_s = 0;      // oldest_live (a second; 0: none)
+    std::uint64_t oldest_cas = 0;  // 0: none
+    std::uint64_t time_cas = 0;    // uniques below were written by the end of live_s (0: not known yet)
+
+    bool needs_clock() const noexcept { return live_s != 0 && time_cas == 0; }
+    /// Whether an item of unique `cas` counts at `now_s` (read only while
+    /// needs_clock()).
+    bool live(std::uint64_t cas, std::uint64_t now_s) const noexcept {
+      if (live_s == 0) return true;
+      if (time_cas == 0) return live_s > now_s;  // still to come; or its second: everything so far
+      if (cas < time_cas) return false;
+      return oldest_cas == 0 || cas >= oldest_cas;
     }
-    if (cas < time_cas) return false;
-    const std::uint64_t oldest_cas = oldest_cas_.load(std::memory_order_relaxed);
-    return oldest_cas == 0 || cas >= oldest_cas;
+  };
+  /// The marks as one flush left them. Lock-free: the three words between
+  /// two equal even sequence numbers.
+  FlushMarks flush_marks() const noexcept {
+    for (;;) {
+      const std::uint64_t s1 = flush_seq_.load(std::memory_order_acquire);  // pairs with write_marks()'s last add
+      if ((s1 & 1) == 0) {
+        const FlushMarks m{live_s_.load(std::memory_order_relaxed), oldest_cas_.load(std::memory_order_relaxed),
+                           time_cas_.load(std::memory_order_relaxed)};
+        std::atomic_thread_fence(std::memory_order_acquire);  // the words before the re-read; pairs with write_marks()'s fence
+        if (flush_seq_.load(std::memory_order_relaxed) == s1) return m;
+      }
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+  /// Before a command at `now_s`, when its marks need the clock: past the
+  /// flush's second, the unique that ends it (taken once, under the lock,
+  /// for the flush still in place).
+  void note_time(const FlushMarks& seen, std::uint64_t now_s) {
+    if (seen.live_s == 0 || seen.live_s >= now_s || seen.time_cas != 0) return;
+    const std::lock_guard<std::mutex> hold(flush_mutex_);
+    FlushMarks m = flush_marks();
+    if (m.live_s == 0 || m.live_s >= now_s || m.time_cas != 0) return;  // (another flush, or another command)
+    m.time_cas = next_cas();
+    write_marks(m);
   }
   /// flush_all, with memcached's marks: `delay` as sent (0 or less: now),
   /// at `now_s`.
-  void flush(std::int32_t delay, std::uint64_t now_s) noexcept {
+  void flush(std::int32_t delay, std::uint64_t now_s) {
+    const std::lock_guard<std::mutex> hold(flush_mutex_);
+    FlushMarks m = flush_marks();
     if (delay <= 0) {  // memcached: oldest_live = now - 1, oldest_cas = the next unique
-      const std::uint64_t unique = next_cas();
-      oldest_cas_.store(unique, std::memory_order_relaxed);
-      time_cas_.store(unique, std::memory_order_relaxed);
-      oldest_live_s_.store(now_s - 1, std::memory_order_relaxed);
+      m.oldest_cas = m.time_cas = next_cas();
+      m.live_s = now_s - 1;
+      write_marks(m);
       return;
     }
     std::uint64_t second = 0;  // memcached's realtime(delay) - 1
     if (delay <= 60 * 60 * 24 * 30) {
       second = now_s + static_cast<std::uint64_t>(delay) - 1;
-    } else if (static_cast<std::uint64_t>(delay) > started_s() - 62) {  // (memcached's clock starts 62 s early)
+    } else if (static_cast<std::uint64_t>(delay) > started_s() - 61) {
+      // (memcached's clock starts 62 s before it; an absolute time up to
+      // one second after that start flushes nothing there)
       second = static_cast<std::uint64_t>(delay) - 1;
     }
-    time_cas_.store(0, std::memory_order_relaxed);
-    if (second != 0 && second <= now_s) oldest_cas_.store(next_cas(), std::memory_order_relaxed);
-    oldest_live_s_.store(second, std::memory_order_relaxed);
-    if (second != 0 && second < now_s) note_time(now_s);
+    m.time_cas = 0;
+    if (second != 0 && second <= now_s) m.oldest_cas = next_cas();
+    m.live_s = second;
+    if (second != 0 && second < now_s) m.time_cas = next_cas();
+    write_marks(m);
   }
 
   /// When the server started (seconds since the Unix epoch, on its
@@ -144,11 +168,21 @@ class ServerState {
   void set_started_s(std::uint64_t s) noexcept { started_s_.store(s, std::memory_order_relaxed); }
 
  private:
+  /// Under flush_mutex_: the marks, between an odd and an even sequence.
+  void write_marks(const FlushMarks& m) noexcept {
+    flush_seq_.fetch_add(1, std::memory_order_relaxed);   // odd: readers wait
+    std::atomic_thread_fence(std::memory_order_release);  // pairs with flush_marks()'s fence
+    live_s_.store(m.live_s, std::memory_order_relaxed);
+    oldest_cas_.store(m.oldest_cas, std::memory_order_relaxed);
+    time_cas_.store(m.time_cas, std::memory_order_relaxed);
+    flush_seq_.fetch_add(1, std::memory_order_release);   // even; pairs with flush_marks()'s first load
+  }
+
   ServerSettings settings_;
   std::atomic<std::uint64_t> next_cas_;
-  std::atomic<std::uint64_t> oldest_live_s_{0};  // memcached's oldest_live (a second; 0: none)
-  std::atomic<std::uint64_t> oldest_cas_{0};     // memcached's oldest_cas (0: none)
-  std::atomic<std::uint64_t> time_cas_{0};       // uniques below this were written by the end of oldest_live (0: not known yet)
+  std::mutex flush_mutex_;                     // flush() and note_time()'s writes
+  std::atomic<std::uint64_t> flush_seq_{0};    // the marks' seqlock
+  std::atomic<std::uint64_t> live_s_{0}, oldest_cas_{0}, time_cas_{0};  // FlushMarks, word by word
   std::atomic<std::uint64_t> started_s_{0};
   Counters counters_;
   std::chrono::steady_clock::time_point started_;

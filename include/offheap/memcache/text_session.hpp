@@ -209,11 +209,14 @@ class TextSession {
 
   /// Runs one command; returns whether the connection closes (quit).
   bool run(const TextRequest& r, std::string& out) {
-    // (The clock is read only while a flush's second has not passed.)
+    // The flush marks, once a command (the clock is read only while a
+    // flush's second has not passed).
+    marks_ = state_.flush_marks();
     now_for_flush_ = 0;
-    if (state_.needs_clock()) {
+    if (marks_.needs_clock()) {
       now_for_flush_ = now_s();
-      state_.note_time(now_for_flush_);
+      state_.note_time(marks_, now_for_flush_);
+      marks_ = state_.flush_marks();
     }
     try {
       return run_unguarded(r, out);
@@ -234,7 +237,7 @@ class TextSession {
   /// The item a value holds, if it is one and no flush_all came after it.
   std::optional<ItemView> live_item(std::string_view value) const noexcept {
     std::optional<ItemView> item = read_item(value);
-    if (item && !state_.live(item->header.cas, now_for_flush_)) return std::nullopt;
+    if (item && !marks_.live(item->header.cas, now_for_flush_)) return std::nullopt;
     return item;
   }
   /// A value that is an item a flush_all came after: memcached unlinks
@@ -242,7 +245,7 @@ class TextSession {
   /// flushed items back does not bring it), and so do the commands here.
   bool flushed(std::string_view value) const noexcept {
     const std::optional<ItemView> item = read_item(value);
-    return item && !state_.live(item->header.cas, now_for_flush_);
+    return item && !marks_.live(item->header.cas, now_for_flush_);
   }
   /// Removes key's item if it is flushed (after a read met it).
   void unlink_flushed(std::string_view key) {
@@ -301,6 +304,7 @@ class TextSession {
   void flush_all(std::int32_t delay) {
     const std::uint64_t now = now_s();
     state_.flush(delay, now);
+    marks_ = state_.flush_marks();
     now_for_flush_ = now;
   }
 
@@ -614,6 +618,7 @@ class TextSession {
   ServerState& state_;
   TextLimits limits_;
   std::uint64_t discard_ = 0;
+  ServerState::FlushMarks marks_;     // as the command under way read them
   std::uint64_t now_for_flush_ = 0;  // the command's time while a delayed flush is pending, else 0
   std::string scratch_;
 };

@@ -128,12 +128,14 @@ EOF
   else
     memcached $( [ "$(id -u)" -eq 0 ] && echo -u root ) -p "${ports[1]}" -l 127.0.0.1 -U 0 -t 1 -m 64 >>"$work/servers.log" 2>&1 &
   fi
-  pids+=($!)
+  local restarted=$!
   wait_up "${ports[1]}"
   local hits
   hits=$("$py" "$work/client.py" check "$proxy" "$work/held-1")
+  # (run_tier runs in a subshell, whose exit runs no trap: it stops all it started.)
   kill "$npid" 2>/dev/null || true
-  for p in "${spids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${spids[@]}" "$restarted"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
   echo "$before $hits"
 }
 

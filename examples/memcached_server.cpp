@@ -79,10 +79,6 @@ using Session = offheap::memcache::TextSession<offheap::CachePolicy>;
 
 constexpr int kBadOption = 64;
 constexpr int kCannotServe = 69;
-constexpr std::size_t kOutputPause = 1 << 20;    // pending replies that stop reading
-// Pending replies that close the connection: past what a session may leave
-// (it pauses at 1 MiB, and one get may add up to 64 MiB: TextLimits).
-constexpr std::size_t kOutputLimit = (1u << 20) + (64u << 20) + (64u << 10);
 constexpr std::size_t kKeptBuffer = 64u << 10;   // a buffer's capacity an idle connection keeps
 
 struct Config {
@@ -350,7 +346,8 @@ class Loop {
     if (!flush(c)) return false;
     // Requests left by a session that paused for its replies to go out.
     if (c.paused && c.out.size() == c.sent && !run(c)) return false;
-    while (!c.closing && !c.peer_closed && !c.paused && c.out.size() - c.sent < kOutputPause) {
+    // (Reading stops while replies wait, past the session's own pause.)
+    while (!c.closing && !c.peer_closed && !c.paused && c.out.size() - c.sent < limits_.pause_reply_bytes) {
       char buf[16384];
       const ssize_t n = recv(c.fd, buf, sizeof buf, 0);
       if (n == 0) {
@@ -404,7 +401,9 @@ class Loop {
       }
       if (fed.meta_line.empty()) break;
     }
-    return c.out.size() - c.sent <= kOutputLimit;
+    // Past what a session may leave (its pause, and one get's most) plus a
+    // margin: the connection closes.
+    return c.out.size() - c.sent <= limits_.pause_reply_bytes + limits_.max_reply_bytes + (64u << 10);
   }
 
   /// Sends what it can of c.out. False: the connection failed.

@@ -17,24 +17,8 @@
 #   tests/memcache/server_test.sh <offheap-memcached binary>
 set -euo pipefail
 server=$1
-py=/usr/bin/python3  # Debian's, whatever else is first on PATH
-work=$(mktemp -d "${TMPDIR:-/tmp}/offheap-memcached-test-XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/servers.sh"
 
-fail() { echo "server_test.sh: FAILED: $*" >&2; exit 1; }
-free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_up() {  # port
-  for _ in $(seq 200); do
-    if "$py" -c "import socket; socket.create_connection(('127.0.0.1', $1), 0.1)" 2>/dev/null; then return 0; fi
-    sleep 0.05
-  done
-  fail "the server did not listen on port $1"
-}
 start() {  # port, more options...
   local port=$1
   shift

@@ -14,24 +14,8 @@
 #   tests/memcache/sharding_test.sh <offheap-memcached binary>
 set -euo pipefail
 server=$1
-py=/usr/bin/python3
-command -v nutcracker >/dev/null || { echo "sharding_test.sh: nutcracker not found (apt-get install nutcracker)" >&2; exit 1; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/offheap-sharding-test-XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "sharding_test.sh: FAILED: $*" >&2; exit 1; }
-free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_up() {
-  for _ in $(seq 200); do
-    "$py" -c "import socket; socket.create_connection(('127.0.0.1', $1), 0.1)" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  fail "nothing listens on port $1"
-}
+source "$(dirname "$0")/servers.sh"
+command -v nutcracker >/dev/null || fail "nutcracker not found (apt-get install nutcracker)"
 
 cat >"$work/client.py" <<'EOF'
 import sys, zlib

@@ -165,10 +165,14 @@ class TextSession {
     return (c != nullptr ? c->now_ms() : detail::default_now_ms()) / 1000;
   }
 
+  /// v in decimal, in `b`.
+  static std::string_view decimal(std::array<char, 24>& b, std::uint64_t v) noexcept {
+    const auto r = std::to_chars(b.data(), b.data() + b.size(), v);
+    return std::string_view(b.data(), static_cast<std::size_t>(r.ptr - b.data()));
+  }
   static void add_number(std::string& out, std::uint64_t v) {
     std::array<char, 24> b;
-    const auto r = std::to_chars(b.data(), b.data() + b.size(), v);
-    out.append(b.data(), static_cast<std::size_t>(r.ptr - b.data()));
+    out += decimal(b, v);
   }
   static void add_line(std::string& out, bool noreply, std::string_view line) {
     if (!noreply) out += line;
@@ -234,25 +238,32 @@ class TextSession {
       return false;
     }
   }
-  /// The item a value holds, if it is one and no flush_all came after it.
-  std::optional<ItemView> live_item(std::string_view value) const noexcept {
-    std::optional<ItemView> item = read_item(value);
-    if (item && !marks_.live(item->header.cas, now_for_flush_)) return std::nullopt;
-    return item;
+  /// What a value holds for the commands: `item`, an item no flush_all
+  /// came after; else none, `flushed` if it is an item a flush_all came
+  /// after (memcached unlinks such an item when a command meets it, so
+  /// that a later flush_all that brings flushed items back does not bring
+  /// it: the commands here do the same), not if it is no item at all.
+  struct Held {
+    std::optional<ItemView> item;
+    bool flushed = false;
+  };
+  Held held(std::string_view value) const noexcept {
+    Held h{read_item(value)};
+    if (h.item && !marks_.live(h.item->header.cas, now_for_flush_)) {
+      h.item.reset();
+      h.flushed = true;
+    }
+    return h;
   }
-  /// A value that is an item a flush_all came after: memcached unlinks
-  /// such an item when a command meets it (a later flush_all that brings
-  /// flushed items back does not bring it), and so do the commands here.
-  bool flushed(std::string_view value) const noexcept {
-    const std::optional<ItemView> item = read_item(value);
-    return item && !marks_.live(item->header.cas, now_for_flush_);
+  /// A compute function's answer for a value it leaves: a flushed item
+  /// goes, any other value stays.
+  static std::optional<std::string_view> unlink_or_keep(const Held& h, std::string_view old) noexcept {
+    if (h.flushed) return std::nullopt;
+    return old;
   }
   /// Removes key's item if it is flushed (after a read met it).
   void unlink_flushed(std::string_view key) {
-    store_.compute_if_present(key, [&](std::string_view old) -> std::optional<std::string_view> {
-      if (flushed(old)) return std::nullopt;
-      return old;
-    });
+    store_.compute_if_present(key, [&](std::string_view old) { return unlink_or_keep(held(old), old); });
   }
 
   bool run_unguarded(const TextRequest& r, std::string& out) {
@@ -275,7 +286,7 @@ class TextSession {
         // (A flushed item is absent: NOT_FOUND, and it goes too.)
         bool removed = false;
         store_.compute_if_present(r.key, [&](std::string_view old) -> std::optional<std::string_view> {
-          removed = live_item(old).has_value();
+          removed = held(old).item.has_value();
           return std::nullopt;
         });
         (removed ? n.delete_hits : n.delete_misses).fetch_add(1, std::memory_order_relaxed);
@@ -342,10 +353,10 @@ class TextSession {
         // each call starts again from the mark, and only the last counts.
         hit = store_.read(key, [&](std::string_view value) {
           out.resize(mark);
-          const std::optional<ItemView> item = live_item(value);
-          ours = item.has_value();
-          was_flushed = !ours && flushed(value);
-          if (ours) add_value(out, key, *item, with_cas);
+          const Held h = held(value);
+          ours = h.item.has_value();
+          was_flushed = h.flushed;
+          if (ours) add_value(out, key, *h.item, with_cas);
         });
         if (hit && was_flushed) unlink_flushed(key);
         hit = hit && ours;
@@ -371,13 +382,13 @@ class TextSession {
     store_.compute_if_present(
         key,
         [&](std::string_view old) -> std::optional<std::string_view> {
-          const std::optional<ItemView> item = live_item(old);
-          found = item.has_value();
-          if (!found) return flushed(old) ? std::nullopt : std::optional<std::string_view>(old);
-          if constexpr (!std::is_same_v<std::decay_t<Seen>, std::nullptr_t>) seen(*item);
-          ItemHeader h = item->header;
-          h.deadline_s = d.seconds;
-          return assemble(h, item->data);
+          const Held h = held(old);
+          found = h.item.has_value();
+          if (!found) return unlink_or_keep(h, old);
+          if constexpr (!std::is_same_v<std::decay_t<Seen>, std::nullptr_t>) seen(*h.item);
+          ItemHeader header = h.item->header;
+          header.deadline_s = d.seconds;
+          return assemble(header, h.item->data);
         },
         ttl_of(d));
     return found;
@@ -403,11 +414,10 @@ class TextSession {
       store_.compute(
           r.key,
           [&](std::optional<std::string_view> old) -> std::optional<std::string_view> {
-            const bool present = old && live_item(*old).has_value();
-            stored = add != present;
+            const Held h = old ? held(*old) : Held{};
+            stored = add != h.item.has_value();
             if (stored) return item;
-            if (old && flushed(*old)) return std::nullopt;  // (replace met a flushed item: it goes)
-            return old;
+            return old ? unlink_or_keep(h, *old) : std::nullopt;  // (replace met a flushed item: it goes)
           },
           ttl_of(d));
     }
@@ -426,9 +436,9 @@ class TextSession {
       std::optional<std::uint32_t> deadline;
       bool was_flushed = false;
       const bool present = store_.read(key, [&](std::string_view v) {
-        const std::optional<ItemView> item = live_item(v);
-        deadline = item ? std::optional<std::uint32_t>(item->header.deadline_s) : std::nullopt;
-        was_flushed = !item && flushed(v);
+        const Held h = held(v);
+        deadline = h.item ? std::optional<std::uint32_t>(h.item->header.deadline_s) : std::nullopt;
+        was_flushed = h.flushed;
       });
       if (present && was_flushed) unlink_flushed(key);
       if (!present || !deadline) return false;
@@ -436,12 +446,12 @@ class TextSession {
       store_.compute_if_present(
           key,
           [&](std::string_view old) -> std::optional<std::string_view> {
-            const std::optional<ItemView> item = live_item(old);
-            found = item.has_value();
-            moved = found && item->header.deadline_s != *deadline;
-            if (!found && flushed(old)) return std::nullopt;
-            if (!found || moved) return old;
-            const std::optional<std::string_view> next = fn(*item);
+            const Held h = held(old);
+            found = h.item.has_value();
+            moved = found && h.item->header.deadline_s != *deadline;
+            if (!found) return unlink_or_keep(h, old);
+            if (moved) return old;
+            const std::optional<std::string_view> next = fn(*h.item);
             return next ? *next : old;
           },
           ttl_of_seconds(*deadline));
@@ -471,11 +481,11 @@ class TextSession {
     store_.compute_if_present(
         r.key,
         [&](std::string_view old) -> std::optional<std::string_view> {
-          const std::optional<ItemView> item = live_item(old);
-          found = item.has_value();
-          exists = found && item->header.cas != r.cas_unique;
-          if (!found && flushed(old)) return std::nullopt;
-          if (!found || exists) return old;
+          const Held h = held(old);
+          found = h.item.has_value();
+          exists = found && h.item->header.cas != r.cas_unique;
+          if (!found) return unlink_or_keep(h, old);
+          if (exists) return old;
           return assemble(ItemHeader{state_.next_cas(), r.flags, d.seconds}, r.data);
         },
         ttl_of(d));
@@ -507,8 +517,7 @@ class TextSession {
       const std::uint64_t value = v.value_or(0);
       result = incr ? value + r.delta : (r.delta > value ? 0 : value - r.delta);
       std::array<char, 24> b;
-      const auto end = std::to_chars(b.data(), b.data() + b.size(), result).ptr;
-      std::string_view text(b.data(), static_cast<std::size_t>(end - b.data()));
+      const std::string_view text = decimal(b, result);
       const ItemHeader h{state_.next_cas(), old.header.flags, old.header.deadline_s};
       if (text.size() < old.data.size()) {
         assemble(h, text);

@@ -27,7 +27,9 @@
 //
 // Cas uniques after a restart (--dir): the directory keeps an epoch
 // counter (cas-epoch), raised and synced at every start; uniques are the
-// epoch times 2^40 plus a count, so none repeats across restarts.
+// epoch times 2^40 plus a count, so none repeats across restarts. The same
+// file names the items' layout (offheap/memcache/item.hpp): a directory
+// written with another is refused.
 //
 // Exit status: 0 after SIGINT or SIGTERM (the store closed cleanly); 64
 // for a bad option; 69 for a port it cannot bind, a directory it cannot
@@ -35,8 +37,10 @@
 // open-file limit below -c (the reason on stderr; the port is bound before
 // anything on disk changes); 1 if the close at the end fails.
 //
-// The meta protocol (mg, ms, md, ma, mn, me) is not among the commands yet:
-// its lines are answered ERROR, as memcached before 1.6 answered them.
+// The protocols: memcached's text commands and its meta commands (mg, ms,
+// md, ma, mn, me), as the session runs them (offheap/memcache/
+// text_session.hpp, meta_commands.hpp); not the binary protocol, which
+// memcached deprecated.
 #include <offheap/memcache/text_session.hpp>
 #include <offheap/offheap.hpp>
 
@@ -165,21 +169,34 @@ Config parse_options(int argc, char** argv) {
 /// The first cas unique of this run: --dir keeps an epoch, raised and
 /// synced before any unique is handed out; a unique is the epoch times
 /// 2^40 plus a count (a run of more than 2^40 writes, 12 days at a million
-/// a second, would reach the next epoch's: README Limits).
+/// a second, would reach the next epoch's: README Limits). The file also
+/// names the layout of the items in the store ("<epoch> item-layout 2"):
+/// a store written with another (the first, 16-byte headers, wrote the
+/// epoch alone) is refused, not misread.
 std::uint64_t first_cas(const std::filesystem::path& dir, bool store_existed) {
   if (dir.empty()) return 1;
   const std::filesystem::path file = dir / "cas-epoch";
+  constexpr std::string_view kLayout = " item-layout 2";
   std::uint64_t epoch = 0;
   if (FILE* f = std::fopen(file.c_str(), "r")) {
-    char text[32] = {};
+    char text[64] = {};
     const std::size_t n = std::fread(text, 1, sizeof text - 1, f);
     std::fclose(f);
     const char* end = text + n;
     if (end > text && end[-1] == '\n') --end;
     const auto r = std::from_chars(text, end, epoch);
-    if (r.ec != std::errc{} || r.ptr != end || end == text) {
+    if (r.ec != std::errc{} || r.ptr == text) {
       cannot_serve(file.string() + " holds no epoch number (damaged): uniques could repeat; restore it, or remove "
                    "the store with it");
+    }
+    const std::string_view rest(r.ptr, static_cast<std::size_t>(end - r.ptr));
+    if (rest.empty()) {
+      cannot_serve(dir.string() + " holds items of the first layout (an earlier offheap-memcached), which this one "
+                   "does not read: serve it with that build, or remove the directory");
+    }
+    if (rest != kLayout) {
+      cannot_serve(file.string() + " names an item layout this offheap-memcached does not know (\"" +
+                   std::string(rest) + "\"): remove the directory, or serve it with the build that wrote it");
     }
   } else if (store_existed) {
     cannot_serve(file.string() + " is missing beside an existing store: uniques could repeat; restore it, or "
@@ -189,7 +206,7 @@ std::uint64_t first_cas(const std::filesystem::path& dir, bool store_existed) {
   if (epoch >= (std::uint64_t{1} << 23)) cannot_serve(file.string() + ": the epochs are used up");
   const std::filesystem::path tmp = dir / "cas-epoch.tmp";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  const std::string text = std::to_string(epoch) + "\n";
+  const std::string text = std::to_string(epoch) + std::string(kLayout) + "\n";
   if (fd < 0 || write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) || fsync(fd) != 0 ||
       close(fd) != 0 || std::rename(tmp.c_str(), file.c_str()) != 0) {
     cannot_serve("cannot write " + file.string() + ": " + std::strerror(errno));
@@ -383,23 +400,18 @@ class Loop {
   /// Runs the whole requests of c.in. False: close now (replies past the
   /// limit, or memory for them refused: std::bad_alloc).
   bool run(Connection& c) {
-    for (;;) {
-      Session::Fed fed;
-      try {
-        fed = c.session.feed(c.in, c.out);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "offheap-memcached: a connection closed: %s\n", e.what());
-        return false;
-      }
-      if (!fed.meta_line.empty()) c.out += "ERROR\r\n";  // (the meta protocol: see the top)
-      c.in.erase(0, fed.consumed);
-      c.paused = fed.paused;
-      if (fed.close) {
-        c.closing = true;
-        c.in.clear();
-        break;
-      }
-      if (fed.meta_line.empty()) break;
+    Session::Fed fed;
+    try {
+      fed = c.session.feed(c.in, c.out);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "offheap-memcached: a connection closed: %s\n", e.what());
+      return false;
+    }
+    c.in.erase(0, fed.consumed);
+    c.paused = fed.paused;
+    if (fed.close) {
+      c.closing = true;
+      c.in.clear();
     }
     // Past what a session may leave (its pause, and one get's most) plus a
     // margin: the connection closes.

@@ -498,7 +498,8 @@ TEST_CASE("a memcache text session's commands allocate nothing after warm-up", "
   offheap::memcache::ServerState state;
   offheap::memcache::TextSession<offheap::CachePolicy> session(cache, state);
   // Every command of the text protocol but stats (which formats the
-  // store's Stats, a reporting call) and quit, on 200 keys.
+  // store's Stats, a reporting call) and quit, and the meta commands, on
+  // 200 keys.
   std::string requests;
   for (int i = 0; i < 200; ++i) {
     const std::string k = "key:" + std::to_string(i);
@@ -508,6 +509,10 @@ TEST_CASE("a memcache text session's commands allocate nothing after warm-up", "
     requests += "incr " + k + " 5\r\ndecr " + k + " 3\r\ntouch " + k + " 1000\r\ngat 2000 " + k + "\r\n";
     requests += "cas " + k + " 0 0 1 1\r\nz\r\ndelete " + k + "\r\ndelete " + k + " noreply\r\n";
     requests += "bogus\r\nset " + k + " 0 0 -1\r\nversion\r\nverbosity 1\r\n";
+    // The meta commands, with their flags.
+    requests += "ms " + k + " 3 T100 F1 c k O1\r\nabc\r\nmg " + k + " v t f c s h l k O2\r\nmg a2V5OjE= b v k\r\n";
+    requests += "ma n" + k + " N0 J5 v t c\r\nma n" + k + " MD D2 q\r\nmd " + k + " I T50\r\nmg " + k + " v c\r\n";
+    requests += "ms " + k + " 1 MA C1 I\r\nz\r\nmg " + k + " N30 R10 v\r\nme " + k + "\r\nmn\r\nmd " + k + " q\r\n";
   }
   std::string out;
   out.reserve(1 << 20);

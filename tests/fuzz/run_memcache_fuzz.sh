@@ -31,6 +31,7 @@ printf '\000set a 0 0 1\r\nx\r\nget a b\r\ngets a\r\n' >"$corpus/storage"
 printf '\001set a 0 0 200\r\nxx\r\nget a a a a a a\r\nincr a 1\r\nappend a 0 0 1\r\ny\r\n' >"$corpus/limits"
 printf '\002gets a b\r\nflush_all 1\r\ncas a 0 0 1 1\r\nz\r\ntouch a 10\r\ngat 5 a\r\nmg a v\r\nstats\r\nquit\r\n' >"$corpus/mixed"
 printf '\003set n 0 0 2\r\n10\r\nincr n 5\r\ndecr n 100\r\ndelete n 0 noreply\r\nGET / HTTP/1.1\r\n' >"$corpus/numbers"
+printf '\004ms a 2 T9 F3 c k O1\r\nhi\r\nmg a v t f c s h l k q O2\r\nmg YQ== b N5 R3 v\r\nmd a I q\r\nmg a\r\nma n N0 J5 D2 MD v t\r\nme a\r\nms a 1 MA C1 I\r\nz\r\nmn\r\n' >"$corpus/meta"
 log=$build_dir/memcache_fuzz.log
 status=0
 set +e

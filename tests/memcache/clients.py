@@ -2,8 +2,9 @@
 # offheap-memcached through two clients nobody here wrote, Debian's
 # python3-pymemcache and python3-memcache: every command each client has
 # (set, get, multi-get, add, replace, append, prepend, gets and cas, delete,
-# incr, decr, touch, flush_all, version, stats), expiry, and gat and gats on
-# the client's own socket (neither client has them).
+# incr, decr, touch, flush_all, version, stats), expiry, and gat, gats and
+# the meta commands on the client's own socket (neither client has them),
+# pipelined as a meta client sends them (quiet mode, then mn).
 #
 #   /usr/bin/python3 tests/memcache/clients.py <port>
 import socket
@@ -96,6 +97,37 @@ line = f.readline().split()
 check(line[:4], [b"VALUE", b"p:long", b"0", b"1"], "gats")
 check(line[4].isdigit(), True, "gats's unique")
 check([f.readline(), f.readline()], [b"y\r\n", b"END\r\n"], "gats's data")
+
+# ---- the meta commands, pipelined on a socket -------------------------------
+def meta(request, lines):
+    """Sends `request` (several commands) and then mn; returns the reply lines before MN."""
+    s.sendall(request + b"mn\r\n")
+    got = []
+    while True:
+        line = f.readline()
+        if line == b"MN\r\n":
+            return got
+        got.append(line)
+        if len(got) > lines:
+            sys.exit("clients.py: meta: more than %d lines: %r" % (lines, got))
+
+
+check(meta(b"ms mt:a 5 F7 T100 c\r\nhello\r\nms mt:b 2\r\nhi\r\n", 2)[1], b"HD\r\n", "ms")
+got = meta(b"mg mt:a v f t s k O42\r\n", 2)
+check(got[0].split()[:3] + got[0].split()[4:], [b"VA", b"5", b"f7", b"s5", b"kmt:a", b"O42"], "mg with flags")
+check(int(got[0].split()[3][1:]) in (99, 100), True, "mg t: the TTL left")
+check(got[1], b"hello\r\n", "mg's value")
+# Quiet mode: a miss says nothing, the hits answer, mn closes the batch.
+check(meta(b"mg mt:a q v k\r\nmg mt:none q v k\r\nmg mt:b q v k\r\n", 4),
+      [b"VA 5 kmt:a\r\n", b"hello\r\n", b"VA 2 kmt:b\r\n", b"hi\r\n"], "mg in quiet mode")
+check(meta(b"ms bXQ6Yw== 3 b k\r\nb64\r\nmg mt:c v\r\n", 3),
+      [b"HD kbXQ6Yw== b\r\n", b"VA 3\r\n", b"b64\r\n"], "a base64 key")
+check(meta(b"ma mt:n N0 J10 v\r\nma mt:n D5 v\r\nma mt:n MD D100 v\r\n", 6),
+      [b"VA 2\r\n", b"10\r\n", b"VA 2\r\n", b"15\r\n", b"VA 1\r\n", b"0\r\n"], "ma")
+check(meta(b"ms mt:a 1 MA q\r\n!\r\nmd mt:b q\r\nmd mt:b\r\nmg mt:a v\r\n", 3),
+      [b"NF\r\n", b"VA 6\r\n", b"hello!\r\n"], "ms append, md, in quiet mode")
+check(meta(b"me mt:a\r\n", 1)[0].startswith(b"ME mt:a exp="), True, "me")
+check(meta(b"mg mt:w N30 c\r\nmg mt:w c\r\n", 2)[1].endswith(b" Z\r\n"), True, "vivify: the second client sees the token went")
 
 # ---- expiry ---------------------------------------------------------------
 time.sleep(2.1)

@@ -9,8 +9,10 @@
 #      before the writes that raced the kill reads back whole, TTLs kept,
 #      and no cas unique of the first run comes again;
 #   4. SIGTERM: a clean close, exit 0, and the keys there on the next start;
+#      a cas-epoch file of another item layout, or damaged: exit 69;
 #   5. tests/memcache/clients.py (Debian python3-pymemcache and
-#      python3-memcache): every command through each client, against
+#      python3-memcache): every command through each client, and the meta
+#      commands on a socket, against
 #      memcached 1.6 first (the control: the script's expectations are
 #      memcached's), then against offheap-memcached.
 #
@@ -122,6 +124,14 @@ start "$port" --dir "$dir"
 "$py" "$work/client.py" "$port" check 3000 >/dev/null || fail "keys lost after a clean stop"
 kill "$last_pid"
 wait "$last_pid" || true
+# A directory whose cas-epoch names another item layout (the first wrote the
+# epoch alone), or is damaged: refused, the store untouched.
+for text in "7" "7 item-layout 9" "x"; do
+  printf '%s\n' "$text" >"$dir/cas-epoch"
+  status=0
+  "$server" -p "$(free_port)" --dir "$dir" 2>"$work/err" || status=$?
+  [ "$status" -eq 69 ] && grep -q "layout\|damaged" "$work/err" || fail "cas-epoch \"$text\" exited $status: $(cat "$work/err")"
+done
 # 5. Two Python clients, memcached first.
 here=$(cd "$(dirname "$0")" && pwd)
 port=$(free_port)

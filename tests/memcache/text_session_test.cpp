@@ -8,6 +8,8 @@
 // several sessions on one store.
 #include <offheap/memcache/text_session.hpp>
 
+#include "session_fixture.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -16,52 +18,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-using offheap::memcache::ServerState;
-using offheap::memcache::TextLimits;
-using offheap::memcache::TextSession;
-
-namespace {
-
-struct TestClock : offheap::Clock {
-  std::atomic<std::uint64_t> ms{1'800'000'000'000};  // 2027-01-15
-  std::uint64_t now_ms() const noexcept override { return ms.load(); }
-  void advance_s(std::uint64_t s) { ms += s * 1000; }
-};
-
-struct Server {
-  TestClock clock;
-  offheap::Cache cache;
-  ServerState state;
-  explicit Server(std::uint64_t first_cas = 1) : cache(options(clock)), state(first_cas) {}
-  static offheap::Options options(const TestClock& c) {
-    offheap::Options o;
-    o.capacity_bytes = 64 << 20;
-    o.clock = &c;
-    o.background_maintenance = false;
-    return o;
-  }
-};
-
-/// Feeds `in` whole to a session; returns the replies (and "<close>" if it closes).
-std::string talk(TextSession<offheap::CachePolicy>& s, std::string_view in) {
-  std::string out;
-  std::size_t used = 0;
-  while (used < in.size()) {
-    const auto fed = s.feed(in.substr(used), out);
-    used += fed.consumed;
-    if (fed.close) return out + "<close>";
-    if (!fed.meta_line.empty()) out += "<meta:" + std::string(fed.meta_line) + ">";
-    if (fed.consumed == 0) break;
-  }
-  return out;
-}
-std::string talk(Server& server, std::string_view in, TextLimits limits = {}) {
-  TextSession<offheap::CachePolicy> s(server.cache, server.state, limits);
-  return talk(s, in);
-}
-
-}  // namespace
 
 TEST_CASE("memcache text session: storage, retrieval and their replies", "[memcache]") {
   Server server(72);
@@ -237,14 +193,13 @@ TEST_CASE("memcache text session: refused items, errors and partial input", "[me
       CHECK(buffered.empty());
     }
   }
-  SECTION("a meta command is handed back with its line") {
+  SECTION("meta commands run in the stream with the others") {
     TextSession<offheap::CachePolicy> s(server.cache, server.state);
     std::string out;
-    const std::string in = "get k\r\nmg k v\r\nget k\r\n";
+    const std::string in = "get k\r\nmg k v\r\nms k 1\r\nx\r\nget k\r\nmn\r\n";
     const auto fed = s.feed(in, out);
-    CHECK(fed.meta_line == "mg k v");
-    CHECK(fed.consumed == 15);
-    CHECK(out == "END\r\n");
+    CHECK(fed.consumed == in.size());
+    CHECK(out == "END\r\nEN\r\nHD\r\nVALUE k 0 1\r\nx\r\nEND\r\nMN\r\n");
   }
   SECTION("a line too long closes the connection") {
     CHECK(talk(server, "set " + std::string(3000, 'k')) == "<close>");

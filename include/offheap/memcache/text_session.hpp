@@ -2,21 +2,23 @@
 // memcached's text protocol over an offheap store: one TextSession per
 // connection runs the requests parse_text_request() reads (text_request.hpp)
 // against a shared OffHeapStore and appends memcached's replies to the
-// connection's output. No sockets: the caller reads and writes them.
+// connection's output; the meta commands among them go to its
+// MetaCommands (meta_request.hpp, meta_commands.hpp). No sockets: the
+// caller reads and writes them.
 //
 //   TextSession<CachePolicy> s(cache, state);
 //   std::string out;
 //   const auto fed = s.feed(received, out);   // runs every whole request
 //   send(out); received.erase(0, fed.consumed);
 //   if (fed.close) close the connection;
-//   if (!fed.meta_line.empty()) run it with the meta protocol
 //
-// Each item is the store's value: a 16-byte header (cas unique, client
-// flags, deadline) and the data (item.hpp). Every command does what
-// memcached 1.6.18 does, with its replies byte for byte:
+// Each item is the store's value: a header (cas unique, client flags,
+// deadline, access time, state bits) and the data (item.hpp). Every
+// command does what memcached 1.6.18 does, with its replies byte for byte:
 //   get, gets           VALUE <key> <flags> <bytes>[ <cas>] lines, then END;
 //                       a key absent, expired or holding a value this
-//                       protocol did not write is a miss; a key over 250
+//                       protocol did not write is a miss; a hit marks the
+//                       item fetched (item_access.hpp); a key over 250
 //                       bytes: CLIENT_ERROR bad command line format alone
 //                       (the keys before it were read, and touched by gat)
 //   gat, gats           as get and gets, each hit's deadline set anew (its
@@ -64,6 +66,9 @@
 #pragma once
 
 #include <offheap/memcache/item.hpp>
+#include <offheap/memcache/item_access.hpp>
+#include <offheap/memcache/meta_commands.hpp>
+#include <offheap/memcache/meta_request.hpp>
 #include <offheap/memcache/server_state.hpp>
 #include <offheap/memcache/text_request.hpp>
 #include <offheap/store.hpp>
@@ -73,7 +78,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -95,23 +99,18 @@ class TextSession {
     std::size_t consumed = 0;     ///< bytes of the input used (drop them)
     bool close = false;           ///< close the connection once `out` is sent (quit, a line too long, HTTP)
     bool paused = false;          ///< stopped with whole requests left: `out` reached TextLimits::pause_reply_bytes
-    std::string_view meta_line;   ///< non-empty: a meta command's line (within the consumed bytes), for the meta protocol
   };
 
   /// `store` and `state` must outlive the session.
-  TextSession(Store& store, ServerState& state, TextLimits limits = {})
-      : store_(store), state_(state), limits_(limits) {
-    if (state_.started_s() == 0) state_.set_started_s(now_s());  // (the first session's: a benign race)
-  }
+  TextSession(Store& store, ServerState& state, TextLimits limits = {}) : a_(store, state, limits) {}
 
-  /// Runs every whole request at the front of `in`, appending the replies
-  /// to `out`; stops at a request not yet whole (more bytes are needed), at
-  /// a meta command (handed back whole in Fed::meta_line), at one that
-  /// closes the connection, and before the next request once `out` holds
-  /// TextLimits::pause_reply_bytes (Fed::paused: send, then feed the rest
-  /// again, also with no new bytes). Bytes of a refused data block are discarded as
-  /// they arrive, also across calls. `in`'s views are used only during the
-  /// call.
+  /// Runs every whole request at the front of `in` (meta commands
+  /// included), appending the replies to `out`; stops at a request not yet
+  /// whole (more bytes are needed), at one that closes the connection, and
+  /// before the next request once `out` holds TextLimits::pause_reply_bytes
+  /// (Fed::paused: send, then feed the rest again, also with no new
+  /// bytes). Bytes of a refused data block are discarded as they arrive,
+  /// also across calls. `in`'s views are used only during the call.
   Fed feed(std::string_view in, std::string& out) {
     Fed fed;
     for (;;) {
@@ -122,25 +121,38 @@ class TextSession {
         if (discard_ != 0) return fed;
       }
       if (fed.consumed == in.size()) return fed;
-      if (out.size() >= limits_.pause_reply_bytes) {
+      if (out.size() >= a_.limits().pause_reply_bytes) {
         fed.paused = true;
         return fed;
       }
-      const TextParse p = parse_text_request(in.substr(fed.consumed), limits_);
+      const TextParse p = parse_text_request(in.substr(fed.consumed), a_.limits());
       switch (p.step) {
         case Step::need_more: return fed;
         case Step::close: fed.close = true; return fed;
         case Step::reply: out += p.reply; break;
-        case Step::meta:
-          fed.meta_line = p.request.line;
-          fed.consumed += p.consumed;
-          return fed;
+        case Step::meta: {
+          const MetaParse m = parse_meta_request(in.substr(fed.consumed), a_.limits());
+          if (m.step == MetaStep::need_more) return fed;
+          fed.consumed += m.consumed;
+          if (m.step == MetaStep::command) {
+            run_meta(m.request, out);
+            continue;
+          }
+          out += m.reply;
+          discard_ = m.discard;
+          if (m.remove_key) {
+            // memcached drops the key's old value on an ms too large, as on a set.
+            a_.counters().store_too_large.fetch_add(1, std::memory_order_relaxed);
+            a_.remove_quietly(m.request.key());
+          }
+          continue;
+        }
         case Step::too_large:
-          state_.counters().store_too_large.fetch_add(1, std::memory_order_relaxed);
+          a_.counters().store_too_large.fetch_add(1, std::memory_order_relaxed);
           if (!p.request.noreply) out += p.reply;
           // memcached drops the key's old value on a set it refuses: no
           // stale value is served in place of the refused one.
-          if (p.request.verb == Verb::set) remove_quietly(p.request.key);
+          if (p.request.verb == Verb::set) a_.remove_quietly(p.request.key);
           discard_ = p.request.discard;
           break;
         case Step::command:
@@ -159,21 +171,12 @@ class TextSession {
   std::uint64_t discarding() const noexcept { return discard_; }
 
  private:
-  /// Seconds since the Unix epoch on the store's clock.
-  std::uint64_t now_s() const noexcept {
-    const Clock* c = store_.options().clock;
-    return (c != nullptr ? c->now_ms() : detail::default_now_ms()) / 1000;
-  }
+  using Access = ItemAccess<P>;
+  using Held = typename Access::Held;
 
-  /// v in decimal, in `b`.
-  static std::string_view decimal(std::array<char, 24>& b, std::uint64_t v) noexcept {
-    const auto r = std::to_chars(b.data(), b.data() + b.size(), v);
-    return std::string_view(b.data(), static_cast<std::size_t>(r.ptr - b.data()));
-  }
-  static void add_number(std::string& out, std::uint64_t v) {
-    std::array<char, 24> b;
-    out += decimal(b, v);
-  }
+  std::uint64_t now_s() const noexcept { return a_.now_s(); }
+  static std::string_view decimal(std::array<char, 24>& b, std::uint64_t v) noexcept { return Access::decimal(b, v); }
+  static void add_number(std::string& out, std::uint64_t v) { Access::add_number(out, v); }
   static void add_line(std::string& out, bool noreply, std::string_view line) {
     if (!noreply) out += line;
   }
@@ -193,81 +196,37 @@ class TextSession {
     out += item.data;
     out += "\r\n";
   }
-
-  /// The item `header` + `data` in the scratch buffer.
-  std::string_view assemble(const ItemHeader& header, std::string_view data, std::string_view more = {}) {
-    scratch_.resize(kItemHeaderBytes + data.size() + more.size());
-    write_header(scratch_.data(), header);
-    if (!data.empty()) std::memcpy(scratch_.data() + kItemHeaderBytes, data.data(), data.size());
-    if (!more.empty()) std::memcpy(scratch_.data() + kItemHeaderBytes + data.size(), more.data(), more.size());
-    return scratch_;
+  Held held(std::string_view value) const noexcept { return a_.held(value); }
+  static std::optional<std::string_view> unlink_or_keep(const Held& h, std::string_view old) noexcept {
+    return Access::unlink_or_keep(h, old);
   }
 
-  void remove_quietly(std::string_view key) {
+  /// A meta command; its store errors are answered (always: memcached
+  /// sends meta errors also under q).
+  void run_meta(const MetaRequest& r, std::string& out) {
+    a_.begin_command();
     try {
-      (void)store_.remove(key);
-    } catch (const Error&) {
-      // (a read-only store keeps the key: nothing was written either)
+      meta_.run(r, out);
+    } catch (const Error& e) {
+      a_.count_error(e);
+      a_.add_error(e, out);
     }
   }
 
   /// Runs one command; returns whether the connection closes (quit).
   bool run(const TextRequest& r, std::string& out) {
-    // The flush marks, once a command (the clock is read only while a
-    // flush's second has not passed).
-    marks_ = state_.flush_marks();
-    now_for_flush_ = 0;
-    if (marks_.needs_clock()) {
-      now_for_flush_ = now_s();
-      state_.note_time(marks_, now_for_flush_);
-      marks_ = state_.flush_marks();
-    }
+    a_.begin_command();
     try {
       return run_unguarded(r, out);
     } catch (const Error& e) {
-      // (The error's name, not its message: that names the store's path.)
-      if (e.code() == Errc::out_of_space) state_.counters().store_no_memory.fetch_add(1, std::memory_order_relaxed);
-      if (r.noreply) return false;
-      if (e.code() == Errc::out_of_space) {
-        out += "SERVER_ERROR out of memory storing object\r\n";
-      } else {
-        out += "SERVER_ERROR ";
-        out += to_string(e.code());
-        out += "\r\n";
-      }
+      a_.count_error(e);
+      if (!r.noreply) a_.add_error(e, out);
       return false;
     }
   }
-  /// What a value holds for the commands: `item`, an item no flush_all
-  /// came after; else none, `flushed` if it is an item a flush_all came
-  /// after (memcached unlinks such an item when a command meets it, so
-  /// that a later flush_all that brings flushed items back does not bring
-  /// it: the commands here do the same), not if it is no item at all.
-  struct Held {
-    std::optional<ItemView> item;
-    bool flushed = false;
-  };
-  Held held(std::string_view value) const noexcept {
-    Held h{read_item(value)};
-    if (h.item && !marks_.live(h.item->header.cas, now_for_flush_)) {
-      h.item.reset();
-      h.flushed = true;
-    }
-    return h;
-  }
-  /// A compute function's answer for a value it leaves: a flushed item
-  /// goes, any other value stays.
-  static std::optional<std::string_view> unlink_or_keep(const Held& h, std::string_view old) noexcept {
-    if (h.flushed) return std::nullopt;
-    return old;
-  }
-  /// Removes key's item if it is flushed (after a read met it).
-  void unlink_flushed(std::string_view key) {
-    store_.compute_if_present(key, [&](std::string_view old) { return unlink_or_keep(held(old), old); });
-  }
 
   bool run_unguarded(const TextRequest& r, std::string& out) {
-    Counters& n = state_.counters();
+    Counters& n = a_.counters();
     switch (r.verb) {
       case Verb::get: case Verb::gets: retrieve(r, out, false); return false;
       case Verb::gat: case Verb::gats: retrieve(r, out, true); return false;
@@ -285,7 +244,7 @@ class TextSession {
       case Verb::delete_key: {
         // (A flushed item is absent: NOT_FOUND, and it goes too.)
         bool removed = false;
-        store_.compute_if_present(r.key, [&](std::string_view old) -> std::optional<std::string_view> {
+        a_.store().compute_if_present(r.key, [&](std::string_view old) -> std::optional<std::string_view> {
           removed = held(old).item.has_value();
           return std::nullopt;
         });
@@ -301,7 +260,7 @@ class TextSession {
       }
       case Verb::version:
         out += "VERSION ";
-        out += state_.settings().version;
+        out += a_.state().settings().version;
         out += "\r\n";
         return false;
       case Verb::verbosity: add_line(out, r.noreply, "OK\r\n"); return false;
@@ -314,14 +273,13 @@ class TextSession {
   /// flush_all [delay], with memcached's times (ServerState::flush()).
   void flush_all(std::int32_t delay) {
     const std::uint64_t now = now_s();
-    state_.flush(delay, now);
-    marks_ = state_.flush_marks();
-    now_for_flush_ = now;
+    a_.state().flush(delay, now);
+    a_.flushed_at(now);
   }
 
   /// get, gets (touch: gat, gats).
   void retrieve(const TextRequest& r, std::string& out, bool touching) {
-    Counters& n = state_.counters();
+    Counters& n = a_.counters();
     const bool with_cas = r.verb == Verb::gets || r.verb == Verb::gats;
     const Deadline d = touching ? deadline_of(r.exptime, now_s()) : Deadline{};
     const std::size_t start = out.size();
@@ -333,7 +291,7 @@ class TextSession {
         key_too_long = true;
         return;
       }
-      if (out.size() - start > limits_.max_reply_bytes) {
+      if (out.size() - start > a_.limits().max_reply_bytes) {
         reply_too_large = true;
         return;
       }
@@ -349,22 +307,26 @@ class TextSession {
       } else {
         n.cmd_get.fetch_add(1, std::memory_order_relaxed);
         bool ours = false, was_flushed = false;
+        ItemHeader seen;
         // read() may call the function more than once (a writer raced it):
         // each call starts again from the mark, and only the last counts.
-        hit = store_.read(key, [&](std::string_view value) {
+        hit = a_.store().read(key, [&](std::string_view value) {
           out.resize(mark);
           const Held h = held(value);
           ours = h.item.has_value();
           was_flushed = h.flushed;
-          if (ours) add_value(out, key, *h.item, with_cas);
+          if (!ours) return;
+          seen = h.item->header;
+          add_value(out, key, *h.item, with_cas);
         });
-        if (hit && was_flushed) unlink_flushed(key);
+        if (hit && was_flushed) a_.unlink_flushed(key);
         hit = hit && ours;
+        if (hit) a_.mark_fetched(key, seen, a_.now32());
         (hit ? n.get_hits : n.get_misses).fetch_add(1, std::memory_order_relaxed);
       }
       if (!hit) out.resize(mark);
     });
-    if (key_too_long || reply_too_large || out.size() - start > limits_.max_reply_bytes) {
+    if (key_too_long || reply_too_large || out.size() - start > a_.limits().max_reply_bytes) {
       out.resize(start);
       out += key_too_long ? "CLIENT_ERROR bad command line format\r\n"
                           : "SERVER_ERROR out of memory writing get response\r\n";
@@ -379,7 +341,8 @@ class TextSession {
   template <class Seen>
   bool touch(std::string_view key, const Deadline& d, Seen&& seen) {
     bool found = false;
-    store_.compute_if_present(
+    const std::uint32_t now = a_.now32();
+    a_.store().compute_if_present(
         key,
         [&](std::string_view old) -> std::optional<std::string_view> {
           const Held h = held(old);
@@ -388,7 +351,8 @@ class TextSession {
           if constexpr (!std::is_same_v<std::decay_t<Seen>, std::nullptr_t>) seen(*h.item);
           ItemHeader header = h.item->header;
           header.deadline_s = d.seconds;
-          return assemble(header, h.item->data);
+          Access::touch_header(header, now);  // (memcached's touch fetches the item)
+          return a_.assemble(header, h.item->data);
         },
         ttl_of(d));
     return found;
@@ -396,22 +360,26 @@ class TextSession {
 
   /// set, add, replace.
   void store(const TextRequest& r, std::string& out) {
-    state_.counters().cmd_set.fetch_add(1, std::memory_order_relaxed);
-    const Deadline d = deadline_of(r.exptime, now_s());
-    const ItemHeader h{state_.next_cas(), r.flags, d.seconds};
+    a_.counters().cmd_set.fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t now = now_s();
+    const Deadline d = deadline_of(r.exptime, now);
+    ItemHeader h;
+    h.cas = a_.state().next_cas();
+    h.flags = r.flags;
+    h.deadline_s = d.seconds;
+    h.atime_s = static_cast<std::uint32_t>(now);
     bool stored = true;
     if (r.verb == Verb::set) {
-      char header[kItemHeaderBytes];
-      write_header(header, h);
-      const std::string_view parts[] = {std::string_view(header, sizeof header), r.data};
-      store_.put(r.key, std::span<const std::string_view>(parts), ttl_of(d));
+      char header[kMaxItemHeaderBytes];
+      const std::string_view parts[] = {std::string_view(header, write_header(header, h)), r.data};
+      a_.store().put(r.key, std::span<const std::string_view>(parts), ttl_of(d));
     } else {
       // add stores over a flushed item, replace does not replace one: both
       // decide under the key's lock what it holds.
-      const std::string_view item = assemble(h, r.data);
+      const std::string_view item = a_.assemble(h, r.data);
       const bool add = r.verb == Verb::add;
       stored = false;
-      store_.compute(
+      a_.store().compute(
           r.key,
           [&](std::optional<std::string_view> old) -> std::optional<std::string_view> {
             const Held h = old ? held(*old) : Held{};
@@ -421,7 +389,7 @@ class TextSession {
           },
           ttl_of(d));
     }
-    if (stored) state_.counters().total_items.fetch_add(1, std::memory_order_relaxed);
+    if (stored) a_.counters().total_items.fetch_add(1, std::memory_order_relaxed);
     add_line(out, r.noreply, stored ? "STORED\r\n" : "NOT_STORED\r\n");
   }
 
@@ -435,15 +403,15 @@ class TextSession {
     for (;;) {
       std::optional<std::uint32_t> deadline;
       bool was_flushed = false;
-      const bool present = store_.read(key, [&](std::string_view v) {
+      const bool present = a_.store().read(key, [&](std::string_view v) {
         const Held h = held(v);
         deadline = h.item ? std::optional<std::uint32_t>(h.item->header.deadline_s) : std::nullopt;
         was_flushed = h.flushed;
       });
-      if (present && was_flushed) unlink_flushed(key);
+      if (present && was_flushed) a_.unlink_flushed(key);
       if (!present || !deadline) return false;
       bool found = false, moved = false;
-      store_.compute_if_present(
+      a_.store().compute_if_present(
           key,
           [&](std::string_view old) -> std::optional<std::string_view> {
             const Held h = held(old);
@@ -461,24 +429,28 @@ class TextSession {
 
   /// append, prepend.
   void concatenate(const TextRequest& r, std::string& out) {
-    state_.counters().cmd_set.fetch_add(1, std::memory_order_relaxed);
+    a_.counters().cmd_set.fetch_add(1, std::memory_order_relaxed);
     bool too_large = false;
     const bool stored = update_keeping_deadline(r.key, [&](const ItemView& old) -> std::optional<std::string_view> {
-      too_large = limits_.too_large(r.key, old.header.flags, old.data.size() + r.data.size());
+      too_large = a_.limits().too_large(r.key, old.header.flags, old.data.size() + r.data.size());
       if (too_large) return std::nullopt;
-      const ItemHeader h{state_.next_cas(), old.header.flags, old.header.deadline_s};
-      return r.verb == Verb::append ? assemble(h, old.data, r.data) : assemble(h, r.data, old.data);
+      ItemHeader h;  // (a new item: memcached's state bits start again)
+      h.cas = a_.state().next_cas();
+      h.flags = old.header.flags;
+      h.deadline_s = old.header.deadline_s;
+      h.atime_s = a_.now32();
+      return r.verb == Verb::append ? a_.assemble(h, old.data, r.data) : a_.assemble(h, r.data, old.data);
     });
-    if (stored && !too_large) state_.counters().total_items.fetch_add(1, std::memory_order_relaxed);
+    if (stored && !too_large) a_.counters().total_items.fetch_add(1, std::memory_order_relaxed);
     add_line(out, r.noreply, stored && !too_large ? "STORED\r\n" : "NOT_STORED\r\n");
   }
 
   void compare_and_swap(const TextRequest& r, std::string& out) {
-    Counters& n = state_.counters();
+    Counters& n = a_.counters();
     n.cmd_set.fetch_add(1, std::memory_order_relaxed);
     const Deadline d = deadline_of(r.exptime, now_s());
     bool found = false, exists = false;
-    store_.compute_if_present(
+    a_.store().compute_if_present(
         r.key,
         [&](std::string_view old) -> std::optional<std::string_view> {
           const Held h = held(old);
@@ -486,7 +458,12 @@ class TextSession {
           exists = found && h.item->header.cas != r.cas_unique;
           if (!found) return unlink_or_keep(h, old);
           if (exists) return old;
-          return assemble(ItemHeader{state_.next_cas(), r.flags, d.seconds}, r.data);
+          ItemHeader next;
+          next.cas = a_.state().next_cas();
+          next.flags = r.flags;
+          next.deadline_s = d.seconds;
+          next.atime_s = a_.now32();
+          return a_.assemble(next, r.data);
         },
         ttl_of(d));
     if (!found) {
@@ -503,7 +480,7 @@ class TextSession {
   }
 
   void arithmetic(const TextRequest& r, std::string& out) {
-    Counters& n = state_.counters();
+    Counters& n = a_.counters();
     const bool incr = r.verb == Verb::incr;
     bool numeric = true;
     std::uint64_t result = 0;
@@ -512,19 +489,24 @@ class TextSession {
       // white space or the end.
       const std::string_view digits = old.data.substr(0, old.data.find('\0'));
       const std::optional<std::uint64_t> v = read_u64(digits);
-      numeric = !old.data.empty() && v.has_value() && !limits_.chunked(r.key, old.header.flags, old.data.size());
+      numeric = !old.data.empty() && v.has_value() && !a_.limits().chunked(r.key, old.header.flags, old.data.size());
       if (!numeric) return std::nullopt;
       const std::uint64_t value = v.value_or(0);
       result = incr ? value + r.delta : (r.delta > value ? 0 : value - r.delta);
       std::array<char, 24> b;
       const std::string_view text = decimal(b, result);
-      const ItemHeader h{state_.next_cas(), old.header.flags, old.header.deadline_s};
+      // In place (a result no longer than the old data) the item keeps its
+      // state bits, as memcached's; else a new item starts again.
+      ItemHeader h = old.header;
+      if (text.size() > old.data.size()) h = ItemHeader{0, old.header.flags, old.header.deadline_s};
+      h.cas = a_.state().next_cas();
+      h.atime_s = a_.now32();
       if (text.size() < old.data.size()) {
-        assemble(h, text);
-        scratch_.append(old.data.size() - text.size(), ' ');  // as memcached's in-place update
-        return scratch_;
+        a_.assemble(h, text);
+        a_.scratch().append(old.data.size() - text.size(), ' ');  // as memcached's in-place update
+        return std::string_view(a_.scratch());
       }
-      return assemble(h, text);
+      return a_.assemble(h, text);
     });
     if (!found) {
       (incr ? n.incr_misses : n.decr_misses).fetch_add(1, std::memory_order_relaxed);
@@ -541,8 +523,8 @@ class TextSession {
   }
 
   void stats(std::string_view args, std::string& out) {
-    Counters& n = state_.counters();
-    const ServerSettings& s = state_.settings();
+    Counters& n = a_.counters();
+    const ServerSettings& s = a_.state().settings();
     const auto line = [&out](std::string_view name, std::uint64_t v) {
       out += "STAT ";
       out += name;
@@ -569,11 +551,11 @@ class TextSession {
       out += "ERROR\r\n";
       return;
     }
-    const Stats st = store_.stats();
+    const Stats st = a_.store().stats();
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     line("pid", static_cast<std::uint64_t>(getpid()));
-    line("uptime", state_.uptime_seconds());
+    line("uptime", a_.state().uptime_seconds());
     line("time", now_s());
     out += "STAT version " + s.version + "\r\n";
     line("pointer_size", 8 * sizeof(void*));
@@ -623,13 +605,9 @@ class TextSession {
     out += "END\r\n";
   }
 
-  Store& store_;
-  ServerState& state_;
-  TextLimits limits_;
+  Access a_;
+  MetaCommands<P> meta_{a_};
   std::uint64_t discard_ = 0;
-  ServerState::FlushMarks marks_;     // as the command under way read them
-  std::uint64_t now_for_flush_ = 0;  // the command's time while a delayed flush is pending, else 0
-  std::string scratch_;
 };
 
 }  // namespace offheap::memcache

@@ -11,9 +11,11 @@
 # the server pinned to CPU 0 and memcaslap to CPU 1 (taskset), on loopback;
 # memcaslap with 1 thread and 32 connections, its default 9:1 get/set mix,
 # 20-byte keys (memcaslap's least is 17). Cells: 32-byte values, 1 KiB values, and 32-byte values
-# fetched 10 keys per get (-d 10). The servers alternate within each round
-# (fresh processes each run); the table gives each cell's median over the
-# rounds, ops/s and memcaslap's mean get latency, and ours / memcached's.
+# fetched 10 keys per get (-d 10). Then memcslap (the same package's other
+# load tool, libmemcached's memslap) with 4 threads: its set, get and mget
+# tests over 50,000 keys each, keys per second. The servers alternate
+# within each round (fresh processes each run); the tables give each cell's
+# median over the rounds, and ours / memcached's.
 #
 # Memory: each server is started alone (-m 1024), its resident set read
 # (/proc/<pid>/status VmRSS), then 1,000,000 items of 14-byte keys and
@@ -24,7 +26,7 @@ server=${1:-build/dev/examples/offheap-memcached}
 seconds=${2:-5}
 rounds=${3:-3}
 py=/usr/bin/python3
-for tool in memcached memcaslap taskset "$py"; do
+for tool in memcached memcaslap memcslap taskset "$py"; do
   command -v "$tool" >/dev/null || { echo "memcached_load.sh: $tool not found (apt-get install memcached libmemcached-tools util-linux python3)" >&2; exit 2; }
 done
 [ -x "$server" ] || { echo "memcached_load.sh: no server at $server (build it first)" >&2; exit 2; }
@@ -73,6 +75,13 @@ run() {  # name port value-bytes division
   echo "${tps:-0} ${lat:-?}"
 }
 
+# One memcslap test: prints keys/s.
+run_slap() {  # port test
+  local out
+  out=$(taskset -c 1 memcslap -s "127.0.0.1:$1" -t "$2" -c 4 -e 50000 2>&1)
+  awk '/^Time to (set|get|mget) /{for (i = 1; i <= NF; i++) if ($i == "keys") k = $(i-1); t = $(NF-1)} END{if (t > 0) printf "%d\n", k / t; else print 0}' <<<"$out"
+}
+
 median() { sort -n | awk '{a[NR]=$1} END{print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 cells=("32-byte values:32:1" "1 KiB values:1024:1" "multi-get of 10, 32-byte values:32:10")
@@ -91,6 +100,17 @@ for round in $(seq "$rounds"); do
   done
 done
 
+slaps=(set get mget)
+declare -A slap
+for round in $(seq "$rounds"); do
+  for name in memcached offheap; do
+    port=$(free_port)
+    start "$name" "$port"
+    for test in "${slaps[@]}"; do slap["$test|$name"]+="$(run_slap "$port" "$test") "; done
+    stop
+  done
+done
+
 echo
 echo "offheap-memcached beside memcached $(memcached -V | awk '{print $2}'), $(nproc) CPUs ($(uname -r)); memcaslap -T 1 -c 32, ${seconds} s runs, median of ${rounds}"
 echo
@@ -103,6 +123,17 @@ for cell in "${cells[@]}"; do
   ml=$(tr ' ' '\n' <<<"${lat["$label|memcached"]}" | grep . | median)
   ol=$(tr ' ' '\n' <<<"${lat["$label|offheap"]}" | grep . | median)
   printf "| %s | %s | %s | %.2fx | %s | %s |\n" "$label" "$m" "$o" "$(awk -v a="$o" -v b="$m" 'BEGIN{print (b > 0) ? a / b : 0}')" "$ml" "$ol"
+done
+
+echo
+echo "memcslap -c 4 -e 50000 (keys per second), median of ${rounds}"
+echo
+echo "| test | memcached keys/s | offheap keys/s | ratio |"
+echo "|---|---:|---:|---:|"
+for test in "${slaps[@]}"; do
+  m=$(tr ' ' '\n' <<<"${slap["$test|memcached"]}" | grep . | median)
+  o=$(tr ' ' '\n' <<<"${slap["$test|offheap"]}" | grep . | median)
+  printf "| %s | %s | %s | %.2fx |\n" "$test" "$m" "$o" "$(awk -v a="$o" -v b="$m" 'BEGIN{print (b > 0) ? a / b : 0}')"
 done
 
 # Memory per item.

@@ -13,13 +13,12 @@
 // store is shared (its readers take no lock).
 //
 // Per connection: the bytes received and not yet used (at most a request
-// line of 2,048 bytes, or a get line of 1 MiB, or a data block of -I), and
+// line of 2,048 bytes, or a get line of 16 MiB, or a data block of -I), and
 // the replies not yet sent. The session stops running requests once 1 MiB
 // of replies waits (TextLimits::pause_reply_bytes), and the connection
 // reads nothing more until they are sent (a client that does not read
-// costs no CPU and at most about 1 MiB plus one reply); one get's reply is
-// at most 64 MiB (TextLimits::max_reply_bytes: past it, memcached's
-// "SERVER_ERROR out of memory writing get response"). Buffers grown past
+// costs no CPU and at most about 1 MiB plus one item's reply: a multi-get
+// stops between two keys, and goes on once they are sent). Buffers grown past
 // 64 KiB are given back once empty. Past -c connections a new one is told
 // "ERROR Too many open connections" and closed, as memcached does; the
 // server raises its open-file limit to -c plus 64 at start (or refuses to
@@ -415,7 +414,7 @@ class Loop {
     }
     // Past what a session may leave (its pause, and one get's most) plus a
     // margin: the connection closes.
-    return c.out.size() - c.sent <= limits_.pause_reply_bytes + limits_.max_reply_bytes + (64u << 10);
+    return c.out.size() - c.sent <= limits_.pause_reply_bytes + limits_.max_item_bytes + (64u << 10);
   }
 
   /// Sends what it can of c.out. False: the connection failed.

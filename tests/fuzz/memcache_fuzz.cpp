@@ -21,7 +21,9 @@
 //   - a session never consumes more than it was given, and what a
 //     connection keeps buffered stays under the limits' bound (a line, a get
 //     line, or a data block of the item limit, plus one piece);
-//   - a paused session always makes progress when fed again;
+//   - a paused session always makes progress when fed again, and one feed's
+//     replies stay within the pause and one item's reply (a multi-get
+//     stops between two keys);
 //   - no crash, no sanitizer report, no hang (libFuzzer's -timeout).
 // A finding prints "memcache_fuzz: FINDING [tag]: ..." and traps.
 #include <offheap/memcache/text_session.hpp>
@@ -80,6 +82,9 @@ Transcript run(std::string_view input, const std::vector<std::size_t>& cuts,
       t.out += out;
       if (fed.consumed > buffered.size()) finding("consumed", "a session consumed more than it was given");
       if (fed.paused && fed.consumed == 0 && out.empty()) finding("progress", "a paused session did nothing when fed again");
+      if (out.size() > limits.pause_reply_bytes + limits.max_item_bytes + 600) {
+        finding("replies", std::to_string(out.size()) + " bytes of replies from one feed, past the pause and one item");
+      }
       buffered.erase(0, fed.consumed);
       if (fed.close) {
         t.closed = true;
@@ -113,7 +118,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     limits.max_line_bytes = 64;
     limits.max_get_line_bytes = 256;
     limits.pause_reply_bytes = 64;
-    limits.max_reply_bytes = 512;
   }
   // The pieces: whole, or cut every 1-16 bytes (drawn from the setup byte).
   std::vector<std::size_t> whole{input.size()};

@@ -105,9 +105,13 @@ class ItemAccess {
     if (h.flushed) return std::nullopt;
     return old;
   }
-  /// Removes key's item if it is flushed (after a read met it).
+  /// Removes key's item if it is flushed (after a read met it; a store
+  /// that refuses, read-only, keeps it: the read stands).
   void unlink_flushed(std::string_view key) {
-    store_.compute_if_present(key, [&](std::string_view old) { return unlink_or_keep(held(old), old); });
+    try {
+      store_.compute_if_present(key, [&](std::string_view old) { return unlink_or_keep(held(old), old); });
+    } catch (const Error&) {
+    }
   }
   /// Removes key's value, if the store lets it (a read-only one keeps it:
   /// nothing was written either).
@@ -128,6 +132,14 @@ class ItemAccess {
   /// with another deadline (a touch).
   void mark_fetched(std::string_view key, const ItemHeader& seen, std::uint32_t now) {
     if (!fetch_changes(seen, now)) return;
+    try {
+      mark_fetched_unguarded(key, seen, now);
+    } catch (const Error&) {
+      // (A mark the store has no room for, or a read-only store: the read
+      // stands, the mark is dropped.)
+    }
+  }
+  void mark_fetched_unguarded(std::string_view key, const ItemHeader& seen, std::uint32_t now) {
     store_.compute_if_present(
         key,
         [&](std::string_view old) -> std::optional<std::string_view> {

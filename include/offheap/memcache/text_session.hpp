@@ -50,9 +50,10 @@
 // A write that the store refuses for room (Error out_of_space, a memory
 // limit) answers "SERVER_ERROR out of memory storing object"; another
 // Error (a read-only or closed store) "SERVER_ERROR <its Errc's name>"
-// (not its message, which names the store's path). A get whose reply would
-// pass TextLimits::max_reply_bytes answers "SERVER_ERROR out of memory
-// writing get response" alone.
+// (not its message, which names the store's path). A multi-get whose
+// replies pass TextLimits::pause_reply_bytes stops between two keys for
+// them to go out (Fed::paused), and goes on when its line is fed again:
+// any number of keys, one item's reply past the pause at most.
 // noreply silences every reply of its command.
 //
 // Expired writes. An exptime already past (negative, or an absolute time
@@ -155,13 +156,19 @@ class TextSession {
           if (p.request.verb == Verb::set) a_.remove_quietly(p.request.key);
           discard_ = p.request.discard;
           break;
-        case Step::command:
-          if (run(p.request, out)) {
+        case Step::command: {
+          const Ran ran = run(p.request, out);
+          if (ran == Ran::close) {
             fed.consumed += p.consumed;
             fed.close = true;
             return fed;
           }
+          if (ran == Ran::paused) {  // (a get with keys left: its line stays, fed again it goes on)
+            fed.paused = true;
+            return fed;
+          }
           break;
+        }
       }
       fed.consumed += p.consumed;
     }
@@ -213,33 +220,38 @@ class TextSession {
     }
   }
 
-  /// Runs one command; returns whether the connection closes (quit).
-  bool run(const TextRequest& r, std::string& out) {
+  /// What run() did: the command is done; it closes the connection
+  /// (quit); it stopped for its replies to go out first (a get: its line
+  /// is fed again, and it goes on).
+  enum class Ran : std::uint8_t { done, close, paused };
+
+  Ran run(const TextRequest& r, std::string& out) {
     a_.begin_command();
     try {
       return run_unguarded(r, out);
     } catch (const Error& e) {
+      get_resume_ = 0;
       a_.count_error(e);
       if (!r.noreply) a_.add_error(e, out);
-      return false;
+      return Ran::done;
     }
   }
 
-  bool run_unguarded(const TextRequest& r, std::string& out) {
+  Ran run_unguarded(const TextRequest& r, std::string& out) {
     Counters& n = a_.counters();
     switch (r.verb) {
-      case Verb::get: case Verb::gets: retrieve(r, out, false); return false;
-      case Verb::gat: case Verb::gats: retrieve(r, out, true); return false;
-      case Verb::set: case Verb::add: case Verb::replace: store(r, out); return false;
-      case Verb::append: case Verb::prepend: concatenate(r, out); return false;
-      case Verb::cas: compare_and_swap(r, out); return false;
-      case Verb::incr: case Verb::decr: arithmetic(r, out); return false;
+      case Verb::get: case Verb::gets: return retrieve(r, out, false) ? Ran::done : Ran::paused;
+      case Verb::gat: case Verb::gats: return retrieve(r, out, true) ? Ran::done : Ran::paused;
+      case Verb::set: case Verb::add: case Verb::replace: store(r, out); return Ran::done;
+      case Verb::append: case Verb::prepend: concatenate(r, out); return Ran::done;
+      case Verb::cas: compare_and_swap(r, out); return Ran::done;
+      case Verb::incr: case Verb::decr: arithmetic(r, out); return Ran::done;
       case Verb::touch: {
         n.cmd_touch.fetch_add(1, std::memory_order_relaxed);
         const bool found = touch(r.key, deadline_of(r.exptime, now_s()), nullptr);
         (found ? n.touch_hits : n.touch_misses).fetch_add(1, std::memory_order_relaxed);
         add_line(out, r.noreply, found ? "TOUCHED\r\n" : "NOT_FOUND\r\n");
-        return false;
+        return Ran::done;
       }
       case Verb::delete_key: {
         // (A flushed item is absent: NOT_FOUND, and it goes too.)
@@ -250,24 +262,24 @@ class TextSession {
         });
         (removed ? n.delete_hits : n.delete_misses).fetch_add(1, std::memory_order_relaxed);
         add_line(out, r.noreply, removed ? "DELETED\r\n" : "NOT_FOUND\r\n");
-        return false;
+        return Ran::done;
       }
       case Verb::flush_all: {
         n.cmd_flush.fetch_add(1, std::memory_order_relaxed);
         flush_all(r.has_delay ? r.exptime : 0);
         add_line(out, r.noreply, "OK\r\n");
-        return false;
+        return Ran::done;
       }
       case Verb::version:
         out += "VERSION ";
         out += a_.state().settings().version;
         out += "\r\n";
-        return false;
-      case Verb::verbosity: add_line(out, r.noreply, "OK\r\n"); return false;
-      case Verb::quit: return true;
-      case Verb::stats: stats(r.args, out); return false;
+        return Ran::done;
+      case Verb::verbosity: add_line(out, r.noreply, "OK\r\n"); return Ran::done;
+      case Verb::quit: return Ran::close;
+      case Verb::stats: stats(r.args, out); return Ran::done;
     }
-    return false;
+    return Ran::done;
   }
 
   /// flush_all [delay], with memcached's times (ServerState::flush()).
@@ -277,62 +289,92 @@ class TextSession {
     a_.flushed_at(now);
   }
 
-  /// get, gets (touch: gat, gats).
-  void retrieve(const TextRequest& r, std::string& out, bool touching) {
-    Counters& n = a_.counters();
+  /// get, gets (touch: gat, gats), from the key at byte get_resume_ of
+  /// the keys; returns false when it stopped for the replies to go out
+  /// first (TextLimits::pause_reply_bytes, with keys left: the caller feeds
+  /// the line again and it goes on from there), true once done.
+  bool retrieve(const TextRequest& r, std::string& out, bool touching) {
     const bool with_cas = r.verb == Verb::gets || r.verb == Verb::gats;
-    const Deadline d = touching ? deadline_of(r.exptime, now_s()) : Deadline{};
-    const std::size_t start = out.size();
-    bool key_too_long = false, reply_too_large = false;
-    for_each_key(r.keys, [&](std::string_view key) {
-      if (key_too_long || reply_too_large) return;
-      if (key.size() > kMaxKeyBytes) {
-        // memcached: what the keys before it found is dropped, the error alone.
-        key_too_long = true;
-        return;
+    if (get_resume_ == 0) get_deadline_ = touching ? deadline_of(r.exptime, now_s()) : Deadline{};
+    std::size_t pos = get_resume_;
+    get_resume_ = 0;
+    if (pos == 0) {
+      // memcached reads the keys in order and, at one over 250 bytes, drops
+      // what the keys before it found (gat has touched them): the error alone.
+      std::size_t too_long = std::string_view::npos;
+      for (std::size_t at = 0; too_long == std::string_view::npos;) {
+        const std::string_view key = next_key(r.keys, at);
+        if (key.empty()) break;
+        if (key.size() > kMaxKeyBytes) too_long = static_cast<std::size_t>(key.data() - r.keys.data());
       }
-      if (out.size() - start > a_.limits().max_reply_bytes) {
-        reply_too_large = true;
-        return;
-      }
-      const std::size_t mark = out.size();
-      bool hit = false;
-      if (touching) {
-        n.cmd_touch.fetch_add(1, std::memory_order_relaxed);
-        hit = touch(key, d, [&](const ItemView& item) {
+      if (too_long != std::string_view::npos) {
+        const std::size_t mark = out.size();
+        for (std::size_t at = 0; at < too_long;) {
+          const std::string_view key = next_key(r.keys, at);
+          if (key.empty() || key.size() > kMaxKeyBytes) break;
+          retrieve_one(key, out, touching, with_cas);
           out.resize(mark);
-          add_value(out, key, item, with_cas);
-        });
-        (hit ? n.touch_hits : n.touch_misses).fetch_add(1, std::memory_order_relaxed);
-      } else {
-        n.cmd_get.fetch_add(1, std::memory_order_relaxed);
-        bool ours = false, was_flushed = false;
-        ItemHeader seen;
-        // read() may call the function more than once (a writer raced it):
-        // each call starts again from the mark, and only the last counts.
-        hit = a_.store().read(key, [&](std::string_view value) {
-          out.resize(mark);
-          const Held h = held(value);
-          ours = h.item.has_value();
-          was_flushed = h.flushed;
-          if (!ours) return;
-          seen = h.item->header;
-          add_value(out, key, *h.item, with_cas);
-        });
-        if (hit && was_flushed) a_.unlink_flushed(key);
-        hit = hit && ours;
-        if (hit) a_.mark_fetched(key, seen, a_.now32());
-        (hit ? n.get_hits : n.get_misses).fetch_add(1, std::memory_order_relaxed);
+        }
+        out += "CLIENT_ERROR bad command line format\r\n";
+        return true;
       }
-      if (!hit) out.resize(mark);
-    });
-    if (key_too_long || reply_too_large || out.size() - start > a_.limits().max_reply_bytes) {
-      out.resize(start);
-      out += key_too_long ? "CLIENT_ERROR bad command line format\r\n"
-                          : "SERVER_ERROR out of memory writing get response\r\n";
-      return;
+    }
+    for (;;) {
+      const std::string_view key = next_key(r.keys, pos);
+      if (key.empty()) break;
+      retrieve_one(key, out, touching, with_cas);
+      if (out.size() >= a_.limits().pause_reply_bytes) {
+        std::size_t rest = pos;
+        if (!next_key(r.keys, rest).empty()) {
+          get_resume_ = pos;
+          return false;
+        }
+      }
     }
     out += "END\r\n";
+    return true;
+  }
+  /// The key at or after `at` in a get's keys (empty: none left); `at`
+  /// moves past it.
+  static std::string_view next_key(std::string_view keys, std::size_t& at) noexcept {
+    while (at < keys.size() && keys[at] == ' ') ++at;
+    const std::size_t from = at;
+    while (at < keys.size() && keys[at] != ' ') ++at;
+    return keys.substr(from, at - from);
+  }
+  /// One key of a get: its VALUE lines appended to `out` on a hit.
+  void retrieve_one(std::string_view key, std::string& out, bool touching, bool with_cas) {
+    Counters& n = a_.counters();
+    const std::size_t mark = out.size();
+    bool hit = false;
+    if (touching) {
+      n.cmd_touch.fetch_add(1, std::memory_order_relaxed);
+      hit = touch(key, get_deadline_, [&](const ItemView& item) {
+        out.resize(mark);
+        add_value(out, key, item, with_cas);
+      });
+      (hit ? n.touch_hits : n.touch_misses).fetch_add(1, std::memory_order_relaxed);
+    } else {
+      n.cmd_get.fetch_add(1, std::memory_order_relaxed);
+      bool ours = false, was_flushed = false;
+      ItemHeader seen;
+      // read() may call the function more than once (a writer raced it):
+      // each call starts again from the mark, and only the last counts.
+      hit = a_.store().read(key, [&](std::string_view value) {
+        out.resize(mark);
+        const Held h = held(value);
+        ours = h.item.has_value();
+        was_flushed = h.flushed;
+        if (!ours) return;
+        seen = h.item->header;
+        add_value(out, key, *h.item, with_cas);
+      });
+      if (hit && was_flushed) a_.unlink_flushed(key);
+      hit = hit && ours;
+      if (hit) a_.mark_fetched(key, seen, a_.now32());
+      (hit ? n.get_hits : n.get_misses).fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!hit) out.resize(mark);
   }
 
   /// Sets key's deadline to `d`, keeping its cas, flags and data; calls
@@ -608,6 +650,8 @@ class TextSession {
   Access a_;
   MetaCommands<P> meta_{a_};
   std::uint64_t discard_ = 0;
+  std::size_t get_resume_ = 0;  // a get paused: the byte of its keys where it goes on (0: none)
+  Deadline get_deadline_;       // the gat under way's deadline
 };
 
 }  // namespace offheap::memcache

@@ -61,7 +61,7 @@ enum : std::uint8_t {
 };
 
 struct ItemHeader {
-  std::uint64_t cas = 0;
+  std::uint64_t cas = 0;  ///< never 0 in a stored item
   std::uint32_t flags = 0;
   std::uint32_t deadline_s = 0;  ///< 0: never
   /// When it was written, or fetched kAccessUpdateSeconds or more after the
@@ -105,7 +105,10 @@ inline std::size_t write_header(char* out, const ItemHeader& h) noexcept {
 }
 
 /// A value's header and data; nullopt for a value these protocols did not
-/// write (its shape's mark differs, or it is shorter than its header).
+/// write (its shape's mark differs, it is shorter than its header, or its
+/// cas is 0). A value another program wrote can still pass these checks
+/// (one in four of random first bytes, a cas not 0): a store the memcache
+/// protocols share with other writers keeps them to keys of their own.
 /// `data` views the value's bytes: valid as long as they are.
 struct ItemView {
   ItemHeader header;
@@ -129,6 +132,7 @@ inline std::optional<ItemView> read_item(std::string_view value) noexcept {
     std::memcpy(&v.header.deadline_s, value.data() + n, 4);
     n += 4;
   }
+  if (v.header.cas == 0) return std::nullopt;  // (never an item's: see ItemHeader)
   v.header.fetched = (shape & kFetched) != 0;
   v.header.won = (shape & kWon) != 0;
   v.header.stale = (shape & kStale) != 0;

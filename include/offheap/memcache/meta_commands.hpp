@@ -227,8 +227,13 @@ class MetaCommands {
     if (!locked) {
       bool flushed = false;
       ItemHeader seen;
+      // read() may call the function more than once (a writer raced it):
+      // each call starts afresh, and only the last counts, if read() then
+      // says the key was there (else what the calls saw was torn, or
+      // another key's record).
       const bool present = a_.store().read(key, [&](std::string_view v) {
         out.resize(mark);
+        ok = true;
         const auto h = a_.held(v);
         hit = h.item.has_value();
         flushed = h.flushed;
@@ -237,13 +242,19 @@ class MetaCommands {
         ItemHeader copy = seen;
         ok = describe(r, copy, h.item->data, false, now, out);
       });
+      hit = hit && present;
+      ok = ok || !hit;
       if (present && flushed) a_.unlink_flushed(key);
-      locked = hit && ok && seen.stale && !seen.won;
+      // Under the lock instead: a stale item no client won yet (the token
+      // goes to one), and h or l on an item not yet fetched (one client
+      // sees h0, as under memcached's item lock).
+      locked = hit && ok && ((seen.stale && !seen.won) || (r.locked && !seen.fetched && !r.no_update));
       // (Without h and l memcached marks the fetch as it finds the item,
       // before an opaque too long fails the command; with them, after.)
       if (hit && (ok || !r.locked) && !locked && !r.no_update) a_.mark_fetched(key, seen, now);
     }
     if (locked) {
+      out.resize(mark);
       a_.compute_item(key, guess(r, now64), [&](std::optional<std::string_view> old) -> std::optional<std::string_view> {
         out.resize(mark);
         hit = false;
@@ -607,7 +618,7 @@ class MetaCommands {
       out += "\r\n";
     });
     if (present && flushed) a_.unlink_flushed(key);
-    if (hit) return;
+    if (hit && present) return;  // (else the calls raced writers: see get())
     out.resize(mark);
     out += "EN\r\n";
   }

@@ -13,8 +13,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -333,4 +336,32 @@ TEST_CASE("memcache items: a value with cas 0 or another mark is not an item", "
   n = write_header(buf, h);
   buf[0] = static_cast<char>(0xC0);  // the top bits 11: not the mark
   CHECK_FALSE(read_item(std::string_view(buf, n)).has_value());
+}
+
+TEST_CASE("memcache reads on a read-only store answer, without their fetch marks", "[memcache]") {
+  // A read marks its item fetched (a write); a store that refuses writes
+  // still answers the read.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("offheap-meta-ro-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  offheap::Options o;
+  o.capacity_bytes = 8 << 20;
+  o.path = dir.string();
+  o.background_maintenance = false;
+  {
+    offheap::Cache cache(o);
+    ServerState state(1);
+    TextSession<offheap::CachePolicy> s(cache, state);
+    REQUIRE(talk(s, "set a 0 0 1\r\nx\r\nms b 1 F3\r\ny\r\n") == "STORED\r\nHD\r\n");
+  }
+  o.read_only = true;
+  {
+    offheap::Cache cache(o);
+    ServerState state(10);
+    TextSession<offheap::CachePolicy> s(cache, state);
+    CHECK(talk(s, "get a b\r\n") == "VALUE a 0 1\r\nx\r\nVALUE b 3 1\r\ny\r\nEND\r\n");
+    CHECK(talk(s, "mg a v h\r\nmg b f h v\r\n") == "VA 1 h0\r\nx\r\nVA 1 f3 h0\r\ny\r\n");
+    CHECK(talk(s, "set c 0 0 1\r\nz\r\n") == "SERVER_ERROR read_only\r\n");
+  }
+  std::filesystem::remove_all(dir);
 }

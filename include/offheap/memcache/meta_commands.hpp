@@ -219,18 +219,13 @@ class MetaCommands {
     const auto now = static_cast<std::uint32_t>(now64);
     const std::size_t mark = out.size();
     bool hit = false, ok = true;
-    // T, N and R may change the item: under the key's lock. Without them
-    // the read takes none; the fetch marks follow it (mark_fetched()).
-    // (A stale item that no client won yet gives this one the token: that
-    // too is a write, under the lock, so that only one client wins it.)
-    bool locked = r.new_ttl || r.vivify || has_flag(r, 'R');
-    if (!locked) {
-      bool flushed = false;
-      ItemHeader seen;
-      // read() may call the function more than once (a writer raced it):
-      // each call starts afresh, and only the last counts, if read() then
-      // says the key was there (else what the calls saw was torn, or
-      // another key's record).
+    bool flushed = false;
+    ItemHeader seen;
+    // read() may call the function more than once (a writer raced it):
+    // each call starts afresh, and only the last counts, if read() then
+    // says the key was there (else what the calls saw was torn, or another
+    // key's record).
+    const auto read_unlocked = [&] {
       const bool present = a_.store().read(key, [&](std::string_view v) {
         out.resize(mark);
         ok = true;
@@ -244,7 +239,14 @@ class MetaCommands {
       });
       hit = hit && present;
       ok = ok || !hit;
-      if (present && flushed) a_.unlink_flushed(key);
+      return present;
+    };
+    // T, N and R may change the item: under the key's lock. Without them
+    // the read takes none; the fetch marks follow it (mark_fetched()).
+    const bool writes = r.new_ttl || r.vivify || has_flag(r, 'R');
+    bool locked = writes;
+    if (!locked) {
+      if (read_unlocked() && flushed) a_.unlink_flushed(key);
       // Under the lock instead: a stale item no client won yet (the token
       // goes to one), and h or l on an item not yet fetched (one client
       // sees h0, as under memcached's item lock).
@@ -253,7 +255,7 @@ class MetaCommands {
       // before an opaque too long fails the command; with them, after.)
       if (hit && (ok || !r.locked) && !locked && !r.no_update) a_.mark_fetched(key, seen, now);
     }
-    if (locked) {
+    if (locked) try {
       out.resize(mark);
       a_.compute_item(key, guess(r, now64), [&](std::optional<std::string_view> old) -> std::optional<std::string_view> {
         out.resize(mark);
@@ -277,6 +279,14 @@ class MetaCommands {
         if (!created && same(next, h.item->header)) return old;
         return a_.assemble(next, data);
       });
+    } catch (const Error&) {
+      if (writes) throw;  // (T, N, R: the command writes, and answers the error)
+      // The lock only kept a token or a first fetch to one client: a store
+      // that refuses the write (room, read-only) still answers the read.
+      out.resize(mark);
+      hit = false;
+      ok = true;
+      read_unlocked();
     }
     if (!ok) {
       out.resize(mark);

@@ -126,6 +126,19 @@ class TextSession {
         fed.paused = true;
         return fed;
       }
+      if (get_resume_ != 0) {
+        // The paused get's line is at the front, read before: its request
+        // again from where its keys lie (not parsed again: a line of up to
+        // 16 MiB would be scanned once a pause).
+        TextRequest r = paused_get_;
+        r.keys = in.substr(fed.consumed + paused_keys_at_, paused_keys_bytes_);
+        if (run(r, out) == Ran::paused) {
+          fed.paused = true;
+          return fed;
+        }
+        fed.consumed += paused_line_bytes_;
+        continue;
+      }
       const TextParse p = parse_text_request(in.substr(fed.consumed), a_.limits());
       switch (p.step) {
         case Step::need_more: return fed;
@@ -164,6 +177,11 @@ class TextSession {
             return fed;
           }
           if (ran == Ran::paused) {  // (a get with keys left: its line stays, fed again it goes on)
+            paused_get_ = p.request;
+            paused_get_.keys = {};
+            paused_keys_at_ = static_cast<std::size_t>(p.request.keys.data() - (in.data() + fed.consumed));
+            paused_keys_bytes_ = p.request.keys.size();
+            paused_line_bytes_ = p.consumed;
             fed.paused = true;
             return fed;
           }
@@ -652,6 +670,9 @@ class TextSession {
   std::uint64_t discard_ = 0;
   std::size_t get_resume_ = 0;  // a get paused: the byte of its keys where it goes on (0: none)
   Deadline get_deadline_;       // the gat under way's deadline
+  TextRequest paused_get_;      // the paused get, but its keys, which lie...
+  std::size_t paused_keys_at_ = 0, paused_keys_bytes_ = 0;  // ...here in its line
+  std::size_t paused_line_bytes_ = 0;                       // the line's bytes, its end included
 };
 
 }  // namespace offheap::memcache

@@ -72,6 +72,8 @@ struct ItemHeader {
   bool won = false;
   bool stale = false;
   bool key_binary = false;
+
+  bool operator==(const ItemHeader&) const = default;
 };
 
 /// The bytes write_header() writes for `h`.

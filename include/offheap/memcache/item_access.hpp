@@ -20,6 +20,7 @@
 #pragma once
 
 #include <offheap/memcache/item.hpp>
+#include <offheap/memcache/numbers.hpp>
 #include <offheap/memcache/server_state.hpp>
 #include <offheap/memcache/text_request.hpp>
 #include <offheap/store.hpp>
@@ -29,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -104,6 +106,27 @@ class ItemAccess {
   static std::optional<std::string_view> unlink_or_keep(const Held& h, std::string_view old) noexcept {
     if (h.flushed) return std::nullopt;
     return old;
+  }
+  /// Reads key's item without a lock: fn(const ItemView&) runs on an item
+  /// no flush_all came after. read() may run its function more than once
+  /// (a writer raced it), so fn may run more than once, each run starting
+  /// afresh (what it appends to a reply it truncates first); and a run
+  /// whose bytes read() then disowns (the key went meanwhile: they were
+  /// torn, or another key's record) does not count: the caller drops what
+  /// it made when this returns false. Returns whether the key held an
+  /// item, as read() confirms it. A flushed item it meets goes
+  /// (unlink_flushed()).
+  template <class F>
+  bool read_held(std::string_view key, F&& fn) {
+    bool hit = false, flushed = false;
+    const bool present = store_.read(key, [&](std::string_view v) {
+      const Held h = held(v);
+      hit = h.item.has_value();
+      flushed = h.flushed;
+      if (hit) fn(*h.item);
+    });
+    if (present && flushed) unlink_flushed(key);
+    return present && hit;
   }
   /// Removes key's item if it is flushed (after a read met it; a store
   /// that refuses, read-only, keeps it: the read stands).
@@ -202,6 +225,66 @@ class ItemAccess {
     }
   }
 
+  /// Stores key's item `h` + `data` (set), gathered by the store: no copy
+  /// through the scratch buffer.
+  void put_item(std::string_view key, const ItemHeader& h, std::string_view data) {
+    char header[kMaxItemHeaderBytes];
+    const std::string_view parts[] = {std::string_view(header, write_header(header, h)), data};
+    store_.put(key, std::span<const std::string_view>(parts), ttl_of_seconds(h.deadline_s));
+  }
+
+  /// append and prepend: `old` with `more` after it (or before it), a new
+  /// item (memcached's state bits start again) with old's flags and
+  /// deadline, the cas unique take_cas() gives (called only for an item
+  /// that is made), written at `now`; nullopt if it would pass the item
+  /// limit.
+  template <class TakeCas>
+  std::optional<std::string_view> joined(std::string_view key, const ItemView& old, std::string_view more, bool append,
+                                         TakeCas&& take_cas, std::uint32_t now) {
+    if (limits_.too_large(key, old.header.flags, old.data.size() + more.size())) return std::nullopt;
+    ItemHeader h;
+    h.cas = take_cas();
+    h.flags = old.header.flags;
+    h.deadline_s = old.header.deadline_s;
+    h.atime_s = now;
+    return append ? assemble(h, old.data, more) : assemble(h, more, old.data);
+  }
+
+  // Counters (incr, decr, ma), as memcached's do_add_delta.
+  /// Whether incr and decr may read a number in key's `item`: not empty,
+  /// and not kept in chunks by memcached (TextLimits::chunked()).
+  bool countable(std::string_view key, const ItemView& item) const noexcept {
+    return !item.data.empty() && !limits_.chunked(key, item.header.flags, item.data.size());
+  }
+  /// The number in an item's data as memcached's strtoull reads it: to a
+  /// NUL, digits then white space or the end; nullopt if none.
+  static std::optional<std::uint64_t> counter_of(std::string_view data) noexcept {
+    return read_u64(data.substr(0, data.find('\0')));
+  }
+  /// `v` incremented by `delta` (wrapping), or decremented (stopping at 0).
+  static std::uint64_t counted(std::uint64_t v, bool incr, std::uint64_t delta) noexcept {
+    return incr ? v + delta : (delta > v ? 0 : v - delta);
+  }
+  /// The header of the item `old` becomes when a count writes `text_bytes`
+  /// of number there: in place (a result no longer than the old data) it
+  /// keeps its state bits, as memcached's in-place update; else a new item
+  /// starts again (old's flags and deadline). Unique `cas`, written at `now`.
+  static ItemHeader counter_header(const ItemView& old, std::size_t text_bytes, std::uint64_t cas,
+                                   std::uint32_t now) noexcept {
+    ItemHeader h = old.header;
+    if (text_bytes > old.data.size()) h = ItemHeader{0, old.header.flags, old.header.deadline_s};
+    h.cas = cas;
+    h.atime_s = now;
+    return h;
+  }
+  /// The item `h` + `text` padded with spaces to `length` (the old data's,
+  /// as memcached's in-place update), in the scratch buffer.
+  std::string_view counter_item(const ItemHeader& h, std::string_view text, std::size_t length) {
+    assemble(h, text);
+    if (text.size() < length) scratch_.append(length - text.size(), ' ');
+    return scratch_;
+  }
+
   /// The item `header` + `data` + `more` in the scratch buffer (valid until
   /// the next assemble()).
   std::string_view assemble(const ItemHeader& header, std::string_view data, std::string_view more = {}) {
@@ -212,8 +295,6 @@ class ItemAccess {
     if (!more.empty()) std::memcpy(scratch_.data() + hb + data.size(), more.data(), more.size());
     return scratch_;
   }
-  /// The scratch buffer (assemble()'s item), to extend in place.
-  std::string& scratch() noexcept { return scratch_; }
 
   /// v in decimal, in `b`.
   static std::string_view decimal(std::array<char, 24>& b, std::uint64_t v) noexcept {

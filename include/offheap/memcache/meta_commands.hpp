@@ -197,10 +197,6 @@ class MetaCommands {
     }
     return true;
   }
-  static bool same(const ItemHeader& a, const ItemHeader& b) noexcept {
-    return a.cas == b.cas && a.flags == b.flags && a.deadline_s == b.deadline_s && a.atime_s == b.atime_s &&
-           a.fetched == b.fetched && a.won == b.won && a.stale == b.stale && a.key_binary == b.key_binary;
-  }
   void count_get(bool hit, bool touched) noexcept {
     Counters& n = a_.counters();
     if (touched) {
@@ -219,34 +215,22 @@ class MetaCommands {
     const auto now = static_cast<std::uint32_t>(now64);
     const std::size_t mark = out.size();
     bool hit = false, ok = true;
-    bool flushed = false;
     ItemHeader seen;
-    // read() may call the function more than once (a writer raced it):
-    // each call starts afresh, and only the last counts, if read() then
-    // says the key was there (else what the calls saw was torn, or another
-    // key's record).
     const auto read_unlocked = [&] {
-      const bool present = a_.store().read(key, [&](std::string_view v) {
+      hit = a_.read_held(key, [&](const ItemView& item) {
         out.resize(mark);
-        ok = true;
-        const auto h = a_.held(v);
-        hit = h.item.has_value();
-        flushed = h.flushed;
-        if (!hit) return;
-        seen = h.item->header;
+        seen = item.header;
         ItemHeader copy = seen;
-        ok = describe(r, copy, h.item->data, false, now, out);
+        ok = describe(r, copy, item.data, false, now, out);
       });
-      hit = hit && present;
       ok = ok || !hit;
-      return present;
     };
     // T, N and R may change the item: under the key's lock. Without them
     // the read takes none; the fetch marks follow it (mark_fetched()).
     const bool writes = r.new_ttl || r.vivify || has_flag(r, 'R');
     bool locked = writes;
     if (!locked) {
-      if (read_unlocked() && flushed) a_.unlink_flushed(key);
+      read_unlocked();
       // Under the lock instead: a stale item no client won yet (the token
       // goes to one), and h or l on an item not yet fetched (one client
       // sees h0, as under memcached's item lock).
@@ -276,7 +260,7 @@ class MetaCommands {
         }
         ok = describe(r, next, data, created, now, out);
         if (ok && !r.no_update) ItemAccess<P>::touch_header(next, now);
-        if (!created && same(next, h.item->header)) return old;
+        if (!created && next == h.item->header) return old;
         return a_.assemble(next, data);
       });
     } catch (const Error&) {
@@ -350,9 +334,7 @@ class MetaCommands {
     LazyCas cas{a_.state()};
     if (mode == Mode::set) {
       fresh.cas = a_.state().next_cas();
-      char header[kMaxItemHeaderBytes];
-      const std::string_view parts[] = {std::string_view(header, write_header(header, fresh)), r.data};
-      a_.store().put(key, std::span<const std::string_view>(parts), ttl_of(d));
+      a_.put_item(key, fresh, r.data);
       stored_cas = fresh.cas;
     } else {
       const bool keeps_deadline = mode == Mode::append || mode == Mode::prepend;
@@ -395,18 +377,10 @@ class MetaCommands {
               result = Stored::exists;
               return old;
             }
-            if (a_.limits().too_large(key, was.flags, h.item->data.size() + r.data.size())) {
-              result = Stored::not_stored;
-              return old;
-            }
-            ItemHeader joined;
-            joined.flags = was.flags;
-            joined.deadline_s = was.deadline_s;
-            joined.atime_s = now;
-            result = Stored::stored;
-            joined.cas = stored_cas = cas.take();
-            return mode == Mode::append ? a_.assemble(joined, h.item->data, r.data)
-                                        : a_.assemble(joined, r.data, h.item->data);
+            const auto item = a_.joined(key, *h.item, r.data, mode == Mode::append,
+                                        [&] { return stored_cas = cas.take(); }, now);
+            result = item ? Stored::stored : Stored::not_stored;
+            return item ? *item : *old;
           }
         }
         result = Stored::stored;
@@ -492,10 +466,12 @@ class MetaCommands {
         }
         outcome = Outcome::created;
         text = ItemAccess<P>::decimal(number, r.initial);
+        next.cas = cas.take();
         next.atime_s = now;
       } else {
         const ItemView& item = *h.item;
-        if (item.data.empty() || a_.limits().chunked(key, item.header.flags, item.data.size())) {
+        // memcached's order: an item not countable, then the cas, then the number.
+        if (!a_.countable(key, item)) {
           outcome = Outcome::non_numeric;
           return old;
         }
@@ -503,22 +479,16 @@ class MetaCommands {
           outcome = Outcome::exists;
           return old;
         }
-        // The data as memcached's strtoull reads it: to a NUL, digits then
-        // white space or the end.
-        const std::optional<std::uint64_t> v = read_u64(item.data.substr(0, item.data.find('\0')));
+        const std::optional<std::uint64_t> v = ItemAccess<P>::counter_of(item.data);
         if (!v) {
           outcome = Outcome::non_numeric;
           return old;
         }
         outcome = Outcome::done;
-        const std::uint64_t value = incr ? *v + r.delta : (r.delta > *v ? 0 : *v - r.delta);
-        text = ItemAccess<P>::decimal(number, value);
+        text = ItemAccess<P>::decimal(number, ItemAccess<P>::counted(*v, incr, r.delta));
         in_place = text.size() <= item.data.size();
-        next = item.header;
-        if (!in_place) next = ItemHeader{0, item.header.flags, item.header.deadline_s};
-        next.atime_s = now;
+        next = ItemAccess<P>::counter_header(item, text.size(), cas.take(), now);
       }
-      next.cas = cas.take();
       const bool changes_ttl = in_place;  // (memcached's T and N reach a new item only when in place or created)
       if (r.value) {
         out += "VA ";
@@ -557,10 +527,7 @@ class MetaCommands {
         out += text;
       }
       out += "\r\n";
-      if (!h.item || !in_place) return a_.assemble(next, text);
-      a_.assemble(next, text);
-      a_.scratch().append(h.item->data.size() - text.size(), ' ');  // as memcached's in-place update
-      return std::string_view(a_.scratch());
+      return a_.counter_item(next, text, h.item ? h.item->data.size() : 0);
     });
     switch (outcome) {
       case Outcome::done:
@@ -595,14 +562,9 @@ class MetaCommands {
     const std::string_view key = r.key();
     const auto now = static_cast<std::uint32_t>(a_.now_s());
     const std::size_t mark = out.size();
-    bool hit = false, flushed = false;
-    const bool present = a_.store().read(key, [&](std::string_view v) {
+    const bool hit = a_.read_held(key, [&](const ItemView& item) {
       out.resize(mark);
-      const auto h = a_.held(v);
-      hit = h.item.has_value();
-      flushed = h.flushed;
-      if (!hit) return;
-      const ItemHeader& x = h.item->header;
+      const ItemHeader& x = item.header;
       out += "ME ";
       if (x.key_binary) {
         base64_encode(key, out);
@@ -624,11 +586,10 @@ class MetaCommands {
       out += x.fetched ? " fetch=yes" : " fetch=no";
       out += " cls=0 size=";
       const TextLimits& l = a_.limits();
-      ItemAccess<P>::add_number(out, key.size() + h.item->data.size() + l.item_header_bytes + (x.flags != 0 ? 4 : 0));
+      ItemAccess<P>::add_number(out, key.size() + item.data.size() + l.item_header_bytes + (x.flags != 0 ? 4 : 0));
       out += "\r\n";
     });
-    if (present && flushed) a_.unlink_flushed(key);
-    if (hit && present) return;  // (else the calls raced writers: see get())
+    if (hit) return;
     out.resize(mark);
     out += "EN\r\n";
   }

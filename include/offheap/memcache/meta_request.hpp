@@ -125,7 +125,7 @@ struct MetaParse {
 
 namespace meta_detail {
 
-inline constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format\r\n";
+using text_detail::kBadFormat;
 inline constexpr std::string_view kBadToken = "CLIENT_ERROR bad token in command line format\r\n";
 inline constexpr std::string_view kDuplicate = "CLIENT_ERROR duplicate flag\r\n";
 inline constexpr std::string_view kInvalidFlag = "CLIENT_ERROR invalid flag\r\n";
@@ -169,6 +169,16 @@ inline std::string_view preparse(MetaRequest& r) noexcept {
     if (o >= 127 || seen[o]) return kDuplicate;
     seen[o] = true;
     const std::string_view arg = t.substr(1);
+    // A 64-bit number into `field`; refused: `refusal` noted. Whether read.
+    const auto u64 = [&](std::uint64_t& field, std::string_view refusal) {
+      const auto v = read_u64(arg);
+      if (v) {
+        field = *v;
+      } else {
+        error = refusal;
+      }
+      return v.has_value();
+    };
     switch (o) {
       case 'b':
         if (!decode_key(r)) error = kBadKey;
@@ -189,7 +199,6 @@ inline std::string_view preparse(MetaRequest& r) noexcept {
         } else {
           r.recache_ttl = *v;
         }
-        if (o == 'N') r.vivify = true;
         break;
       }
       case 'l': case 'h': r.locked = true; break;
@@ -206,16 +215,7 @@ inline std::string_view preparse(MetaRequest& r) noexcept {
         }
         break;
       }
-      case 'C': {
-        const auto v = read_u64(arg);
-        if (!v) {
-          error = kBadToken;
-        } else {
-          r.cas = *v;
-          r.has_cas = true;
-        }
-        break;
-      }
+      case 'C': r.has_cas = u64(r.cas, kBadToken); break;
       case 'M':
         if (t.size() != 2) {
           error = kBadMLength;
@@ -223,24 +223,8 @@ inline std::string_view preparse(MetaRequest& r) noexcept {
           r.mode = t[1];
         }
         break;
-      case 'J': {
-        const auto v = read_u64(arg);
-        if (!v) {
-          error = kBadInitial;
-        } else {
-          r.initial = *v;
-        }
-        break;
-      }
-      case 'D': {
-        const auto v = read_u64(arg);
-        if (!v) {
-          error = kBadDelta;
-        } else {
-          r.delta = *v;
-        }
-        break;
-      }
+      case 'J': u64(r.initial, kBadInitial); break;
+      case 'D': u64(r.delta, kBadDelta); break;
       case 'I': r.set_stale = true; break;
       default: return kInvalidFlag;
     }
@@ -254,11 +238,8 @@ inline std::string_view preparse(MetaRequest& r) noexcept {
 /// Step::meta for it). See the top of this file; `limits` are the server's.
 inline MetaParse parse_meta_request(std::string_view in, const TextLimits& limits = {}) noexcept {
   using namespace meta_detail;
-  const std::size_t nl = in.find('\n');
-  if (nl == std::string_view::npos) return {};  // (the text parser handed over a whole line)
-  const std::size_t line_end = nl + 1;
-  std::string_view line = in.substr(0, nl > 1 && in[nl - 1] == '\r' ? nl - 1 : nl);
-  if (const std::size_t nul = line.find('\0'); nul != std::string_view::npos) line = line.substr(0, nul);
+  const auto [line, line_end] = text_detail::first_line(in);
+  if (line_end == 0) return {};  // (the text parser handed over a whole line)
   const text_detail::Tokens k = text_detail::tokenize(line);
   MetaParse p;
   MetaRequest& r = p.request;

@@ -160,17 +160,20 @@ struct TextParse {
   TextRequest request;
 };
 
+/// The key at or after byte `at` of a get's keys (TextRequest::keys);
+/// empty: none left. `at` moves past it.
+inline std::string_view next_key(std::string_view keys, std::size_t& at) noexcept {
+  while (at < keys.size() && keys[at] == ' ') ++at;
+  const std::size_t from = at;
+  while (at < keys.size() && keys[at] != ' ') ++at;
+  return keys.substr(from, at - from);
+}
+
 /// Calls fn(key) for each key of a get, gets, gat or gats (TextRequest::keys).
 template <class F>
 void for_each_key(std::string_view keys, F&& fn) {
-  std::size_t i = 0;
-  while (i < keys.size()) {
-    while (i < keys.size() && keys[i] == ' ') ++i;
-    std::size_t j = i;
-    while (j < keys.size() && keys[j] != ' ') ++j;
-    if (j > i) fn(keys.substr(i, j - i));
-    i = j;
-  }
+  std::size_t at = 0;
+  for (std::string_view key = next_key(keys, at); !key.empty(); key = next_key(keys, at)) fn(key);
 }
 
 namespace text_detail {
@@ -315,6 +318,22 @@ inline TextParse retrieval(std::size_t line_end, const Tokens& k, Verb verb) noe
   return command(line_end, r);
 }
 
+/// The request line at the front of `in`, framed as memcached frames it
+/// (ended by '\n', a '\r' before it dropped if the line has another byte,
+/// cut at its first NUL), and the bytes it takes with its end; `end` 0:
+/// no whole line yet.
+struct Line {
+  std::string_view text;
+  std::size_t end = 0;
+};
+inline Line first_line(std::string_view in) noexcept {
+  const std::size_t nl = in.find('\n');
+  if (nl == std::string_view::npos) return {};
+  std::string_view line = in.substr(0, nl > 1 && in[nl - 1] == '\r' ? nl - 1 : nl);
+  if (const std::size_t nul = line.find('\0'); nul != std::string_view::npos) line = line.substr(0, nul);
+  return {line, nl + 1};
+}
+
 }  // namespace text_detail
 
 /// Reads the next request from `in` (the bytes received and not yet
@@ -322,8 +341,8 @@ inline TextParse retrieval(std::size_t line_end, const Tokens& k, Verb verb) noe
 /// server's. Never reads past `in`; allocates nothing.
 inline TextParse parse_text_request(std::string_view in, const TextLimits& limits = {}) noexcept {
   using namespace text_detail;
-  const std::size_t nl = in.find('\n');
-  if (nl == std::string_view::npos) {
+  const auto [line, line_end] = first_line(in);
+  if (line_end == 0) {
     TextParse p;
     if (in.size() > limits.max_line_bytes &&
         (!starts_a_get(in) || in.size() > limits.max_get_line_bytes)) {
@@ -331,9 +350,6 @@ inline TextParse parse_text_request(std::string_view in, const TextLimits& limit
     }
     return p;
   }
-  const std::size_t line_end = nl + 1;
-  std::string_view line = in.substr(0, nl > 1 && in[nl - 1] == '\r' ? nl - 1 : nl);
-  if (const std::size_t nul = line.find('\0'); nul != std::string_view::npos) line = line.substr(0, nul);
   const Tokens k = tokenize(line);
   if (k.count < 2 || k.t[0].size() < 2) return reply(line_end, kError);
   const std::string_view c = k.t[0];

@@ -352,14 +352,6 @@ class TextSession {
     out += "END\r\n";
     return true;
   }
-  /// The key at or after `at` in a get's keys (empty: none left); `at`
-  /// moves past it.
-  static std::string_view next_key(std::string_view keys, std::size_t& at) noexcept {
-    while (at < keys.size() && keys[at] == ' ') ++at;
-    const std::size_t from = at;
-    while (at < keys.size() && keys[at] != ' ') ++at;
-    return keys.substr(from, at - from);
-  }
   /// One key of a get: its VALUE lines appended to `out` on a hit.
   void retrieve_one(std::string_view key, std::string& out, bool touching, bool with_cas) {
     Counters& n = a_.counters();
@@ -374,21 +366,12 @@ class TextSession {
       (hit ? n.touch_hits : n.touch_misses).fetch_add(1, std::memory_order_relaxed);
     } else {
       n.cmd_get.fetch_add(1, std::memory_order_relaxed);
-      bool ours = false, was_flushed = false;
       ItemHeader seen;
-      // read() may call the function more than once (a writer raced it):
-      // each call starts again from the mark, and only the last counts.
-      hit = a_.store().read(key, [&](std::string_view value) {
+      hit = a_.read_held(key, [&](const ItemView& item) {
         out.resize(mark);
-        const Held h = held(value);
-        ours = h.item.has_value();
-        was_flushed = h.flushed;
-        if (!ours) return;
-        seen = h.item->header;
-        add_value(out, key, *h.item, with_cas);
+        seen = item.header;
+        add_value(out, key, item, with_cas);
       });
-      if (hit && was_flushed) a_.unlink_flushed(key);
-      hit = hit && ours;
       if (hit) a_.mark_fetched(key, seen, a_.now32());
       (hit ? n.get_hits : n.get_misses).fetch_add(1, std::memory_order_relaxed);
     }
@@ -430,9 +413,7 @@ class TextSession {
     h.atime_s = static_cast<std::uint32_t>(now);
     bool stored = true;
     if (r.verb == Verb::set) {
-      char header[kMaxItemHeaderBytes];
-      const std::string_view parts[] = {std::string_view(header, write_header(header, h)), r.data};
-      a_.store().put(r.key, std::span<const std::string_view>(parts), ttl_of(d));
+      a_.put_item(r.key, h, r.data);
     } else {
       // add stores over a flushed item, replace does not replace one: both
       // decide under the key's lock what it holds.
@@ -453,56 +434,22 @@ class TextSession {
     add_line(out, r.noreply, stored ? "STORED\r\n" : "NOT_STORED\r\n");
   }
 
-  /// compute_if_present on an item that keeps its deadline: the deadline
-  /// goes to the store as the write's Ttl, so it is read first and checked
-  /// again under the lock (a touch in between: read again). fn(old item)
-  /// returns the new item, or nullopt to leave the key as it is.
-  /// Returns whether the key held an item.
-  template <class F>
-  bool update_keeping_deadline(std::string_view key, F&& fn) {
-    for (;;) {
-      std::optional<std::uint32_t> deadline;
-      bool was_flushed = false;
-      const bool present = a_.store().read(key, [&](std::string_view v) {
-        const Held h = held(v);
-        deadline = h.item ? std::optional<std::uint32_t>(h.item->header.deadline_s) : std::nullopt;
-        was_flushed = h.flushed;
-      });
-      if (present && was_flushed) a_.unlink_flushed(key);
-      if (!present || !deadline) return false;
-      bool found = false, moved = false;
-      a_.store().compute_if_present(
-          key,
-          [&](std::string_view old) -> std::optional<std::string_view> {
-            const Held h = held(old);
-            found = h.item.has_value();
-            moved = found && h.item->header.deadline_s != *deadline;
-            if (!found) return unlink_or_keep(h, old);
-            if (moved) return old;
-            const std::optional<std::string_view> next = fn(*h.item);
-            return next ? *next : old;
-          },
-          ttl_of_seconds(*deadline));
-      if (!moved) return found;
-    }
-  }
-
   /// append, prepend.
   void concatenate(const TextRequest& r, std::string& out) {
     a_.counters().cmd_set.fetch_add(1, std::memory_order_relaxed);
-    bool too_large = false;
-    const bool stored = update_keeping_deadline(r.key, [&](const ItemView& old) -> std::optional<std::string_view> {
-      too_large = a_.limits().too_large(r.key, old.header.flags, old.data.size() + r.data.size());
-      if (too_large) return std::nullopt;
-      ItemHeader h;  // (a new item: memcached's state bits start again)
-      h.cas = a_.state().next_cas();
-      h.flags = old.header.flags;
-      h.deadline_s = old.header.deadline_s;
-      h.atime_s = a_.now32();
-      return r.verb == Verb::append ? a_.assemble(h, old.data, r.data) : a_.assemble(h, r.data, old.data);
+    // (The item keeps its deadline: compute_item() writes under it.)
+    bool stored = false;
+    a_.compute_item(r.key, std::nullopt, [&](std::optional<std::string_view> old) -> std::optional<std::string_view> {
+      const Held h = old ? held(*old) : Held{};
+      stored = false;
+      if (!h.item) return old ? unlink_or_keep(h, *old) : std::nullopt;
+      const auto item = a_.joined(r.key, *h.item, r.data, r.verb == Verb::append,
+                                  [&] { return a_.state().next_cas(); }, a_.now32());
+      stored = item.has_value();
+      return item ? *item : *old;
     });
-    if (stored && !too_large) a_.counters().total_items.fetch_add(1, std::memory_order_relaxed);
-    add_line(out, r.noreply, stored && !too_large ? "STORED\r\n" : "NOT_STORED\r\n");
+    if (stored) a_.counters().total_items.fetch_add(1, std::memory_order_relaxed);
+    add_line(out, r.noreply, stored ? "STORED\r\n" : "NOT_STORED\r\n");
   }
 
   void compare_and_swap(const TextRequest& r, std::string& out) {
@@ -542,31 +489,21 @@ class TextSession {
   void arithmetic(const TextRequest& r, std::string& out) {
     Counters& n = a_.counters();
     const bool incr = r.verb == Verb::incr;
-    bool numeric = true;
+    bool found = false, numeric = true;
     std::uint64_t result = 0;
-    const bool found = update_keeping_deadline(r.key, [&](const ItemView& old) -> std::optional<std::string_view> {
-      // The data as memcached's strtoull reads it: to a NUL, digits then
-      // white space or the end.
-      const std::string_view digits = old.data.substr(0, old.data.find('\0'));
-      const std::optional<std::uint64_t> v = read_u64(digits);
-      numeric = !old.data.empty() && v.has_value() && !a_.limits().chunked(r.key, old.header.flags, old.data.size());
-      if (!numeric) return std::nullopt;
-      const std::uint64_t value = v.value_or(0);
-      result = incr ? value + r.delta : (r.delta > value ? 0 : value - r.delta);
+    // (The item keeps its deadline: compute_item() writes under it.)
+    a_.compute_item(r.key, std::nullopt, [&](std::optional<std::string_view> old) -> std::optional<std::string_view> {
+      const Held h = old ? held(*old) : Held{};
+      found = h.item.has_value();
+      if (!found) return old ? unlink_or_keep(h, *old) : std::nullopt;
+      const std::optional<std::uint64_t> v = Access::counter_of(h.item->data);
+      numeric = a_.countable(r.key, *h.item) && v.has_value();
+      if (!numeric) return old;
+      result = Access::counted(*v, incr, r.delta);
       std::array<char, 24> b;
       const std::string_view text = decimal(b, result);
-      // In place (a result no longer than the old data) the item keeps its
-      // state bits, as memcached's; else a new item starts again.
-      ItemHeader h = old.header;
-      if (text.size() > old.data.size()) h = ItemHeader{0, old.header.flags, old.header.deadline_s};
-      h.cas = a_.state().next_cas();
-      h.atime_s = a_.now32();
-      if (text.size() < old.data.size()) {
-        a_.assemble(h, text);
-        a_.scratch().append(old.data.size() - text.size(), ' ');  // as memcached's in-place update
-        return std::string_view(a_.scratch());
-      }
-      return a_.assemble(h, text);
+      return a_.counter_item(Access::counter_header(*h.item, text.size(), a_.state().next_cas(), a_.now32()), text,
+                             h.item->data.size());
     });
     if (!found) {
       (incr ? n.incr_misses : n.decr_misses).fetch_add(1, std::memory_order_relaxed);

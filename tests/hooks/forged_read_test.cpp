@@ -353,6 +353,12 @@ void churn() {
 
 TEST_CASE("for_each visits a key left alone even while merges elsewhere keep moving the generation",
           "[hooks][forgery]") {
+  // Each time the walk loads a slot, merges elsewhere move the generation.
+  // The record the slot leads to is still the key's current one, so the
+  // walk copies it on its first try: a walk that started over at every
+  // merge elsewhere waited out each of them (beside a writer that keeps
+  // removing keys, on a busy core, a walk took minutes), and used up the
+  // churn here.
   offheap::Store s(one_shard());
   s.put("stable", "its value");
   churn_store = &s;
@@ -366,71 +372,121 @@ TEST_CASE("for_each visits a key left alone even while merges elsewhere keep mov
     }
   });
   offheap::detail::testing_after_slot_load = nullptr;
-  CHECK(churn_left <= 0);  // the churn ran out while the walk kept trying
+  CHECK(churn_left == 299);  // one slot load, one churn: no read started over
+  CHECK(visits == 1);
+  // The same through scan's steps.
+  churn_left = 300;
+  offheap::detail::testing_after_slot_load = churn;
+  visits = 0;
+  offheap::Cursor cursor;
+  while (!cursor.done()) {
+    s.scan(cursor, 16, [&](std::string_view k, std::string_view v) {
+      if (k == "stable") {
+        ++visits;
+        CHECK(v == "its value");
+      }
+    });
+  }
+  offheap::detail::testing_after_slot_load = nullptr;
+  CHECK(churn_left == 299);
   CHECK(visits == 1);
 }
 
 namespace {
 offheap::Store* exhaust_store = nullptr;
-int exhaust_churns = 0;
-/// put + remove of two other keys at the tail: a merge and a retreat of the
-/// tail, so the generation moves.
-void exhaust_churn() {
-  if (exhaust_churns >= 256) return;
-  ++exhaust_churns;
-  const auto after = offheap::detail::testing_after_slot_load;
-  const auto before = offheap::detail::testing_before_hit;
-  offheap::detail::testing_after_slot_load = nullptr;
-  offheap::detail::testing_before_hit = nullptr;
-  exhaust_store->put("c1", std::string(100, '1'));
-  exhaust_store->put("c2", std::string(100, '2'));
-  exhaust_store->remove("c1");
-  exhaust_store->remove("c2");
-  offheap::detail::testing_after_slot_load = after;
-  offheap::detail::testing_before_hit = before;
-}
+int exhaust_rewrites = 0;
+bool exhaust_fired = false;
 }  // namespace
 
-TEST_CASE("for_each, after churn exhausted its patience, never returns bytes forged with the "
+TEST_CASE("for_each, after rewrites exhausted its patience, never returns bytes forged with the "
           "record's stamp",
           "[hooks][forgery]") {
-  // Merges elsewhere use up the walk's rounds on B's slot, so it confirms B
-  // through a lookup; right before that lookup copies B's value, B is
-  // removed and its start covered with bytes forged with its stamp.
+  // Right before the walk copies B, B is rewritten in place with the same
+  // value (a new stamp at the same place): the copy does not validate, and
+  // after a reader's patience (256 rounds) the walk confirms B through a
+  // lookup. Right before that lookup copies B's value, B is removed and its
+  // start covered with bytes forged with its stamp.
   offheap::Store s(one_shard());
   exhaust_store = &s;
-  exhaust_churns = 0;
+  exhaust_rewrites = 0;
+  exhaust_fired = false;
   MergeScenario::build(s);
-  static bool fired = false;
-  fired = false;
   std::size_t forged = 0;
-  bool armed = false;
   s.for_each([&](std::string_view, std::string_view v) {
-    if (!armed) {  // after A: the churn starts for the next slots
-      armed = true;
-      offheap::detail::testing_after_slot_load = exhaust_churn;
-      offheap::detail::testing_before_hit = [](const std::byte* rec) {
-        namespace r = offheap::detail::record;
-        const r::Meta m = r::read_meta(rec);
-        if (fired || exhaust_churns < 256 ||
-            std::string_view(reinterpret_cast<const char*>(rec + r::kHeaderBytes), m.key_len) !=
-                MergeScenario::B) {
-          return;
-        }
-        fired = true;
-        offheap::detail::testing_before_hit = nullptr;
-        offheap::detail::testing_after_slot_load = nullptr;
-        MergeScenario::attack(*exhaust_store,
-                              offheap_test::forged_record(MergeScenario::B, "EVIL!", r::read_stamp(rec), 5));
-      };
-    }
+    offheap::detail::testing_before_hit = [](const std::byte* rec) {
+      namespace r = offheap::detail::record;
+      const r::Meta m = r::read_meta(rec);
+      if (exhaust_fired ||
+          std::string_view(reinterpret_cast<const char*>(rec + r::kHeaderBytes), m.key_len) != MergeScenario::B) {
+        return;
+      }
+      const auto hook = offheap::detail::testing_before_hit;
+      offheap::detail::testing_before_hit = nullptr;
+      if (exhaust_rewrites < 256) {
+        ++exhaust_rewrites;
+        exhaust_store->put(MergeScenario::B, MergeScenario::b_value());  // in place: same size
+        offheap::detail::testing_before_hit = hook;
+        return;
+      }
+      exhaust_fired = true;
+      MergeScenario::attack(*exhaust_store,
+                            offheap_test::forged_record(MergeScenario::B, "EVIL!", r::read_stamp(rec), 5));
+    };
     if (v.rfind("EVIL!", 0) == 0) ++forged;
   });
-  offheap::detail::testing_after_slot_load = nullptr;
   offheap::detail::testing_before_hit = nullptr;
-  CHECK(exhaust_churns == 256);
-  CHECK(fired);
+  CHECK(exhaust_rewrites == 256);
+  CHECK(exhaust_fired);
   CHECK(forged == 0);
+  CHECK_FALSE(s.contains(MergeScenario::B));
+  CHECK(s.verify().empty());
+}
+
+namespace {
+offheap::Store* frozen_store = nullptr;
+int frozen_slot_loads = 0;
+}  // namespace
+
+TEST_CASE("for_each does not wait on a replaced table's slot that leads to bytes that are no stamp",
+          "[hooks][forgery]") {
+  // After A is visited, the index grows (a small table is rebuilt at once:
+  // the walk's table is replaced and frozen), then B is removed and its
+  // old start covered with an odd "stamp". B's slot in the frozen table
+  // still leads there. Bytes that are no stamp never turn even: the walk
+  // must pass over the slot at once. A walk that waited them out as a
+  // record being written read the slot a reader's patience long (256
+  // rounds, 192 of them yields: on a busy core each costs a scheduler
+  // quantum, and walks beside a writer that keeps removing keys took
+  // minutes).
+  offheap::Store s(one_shard());
+  frozen_store = &s;
+  frozen_slot_loads = 0;
+  MergeScenario::build(s);
+  const std::uint64_t capacity = s.stats().index_capacity;
+  bool armed = false;
+  std::size_t forged = 0, a = 0, y = 0;
+  s.for_each([&](std::string_view k, std::string_view v) {
+    a += k == MergeScenario::A;
+    y += k == MergeScenario::Y;
+    if (v.rfind("EVIL!", 0) == 0) ++forged;
+    if (armed) return;
+    armed = true;
+    // Grown by records too large for X's free one, which the attack needs.
+    for (int i = 0; s.stats().index_capacity == capacity; ++i) {
+      s.put("grow-" + std::to_string(i), std::string(64, 'g'));
+    }
+    MergeScenario::attack(s, offheap_test::forged_record(MergeScenario::B, "EVIL!", 0x1001, 5));
+    CHECK(s.stats().free_records == 0);  // C took the merged record: the odd bytes lie at B's start
+    offheap::detail::testing_after_slot_load = [] { ++frozen_slot_loads; };
+  });
+  offheap::detail::testing_after_slot_load = nullptr;
+  CHECK(a == 1);
+  CHECK(y == 1);  // left alone: confirmed through the current table
+  CHECK(forged == 0);
+  // B's slot and Y's once each, and Y's lookup (a handful of slot loads);
+  // waiting on B's odd bytes took 256.
+  CHECK(frozen_slot_loads > 0);
+  CHECK(frozen_slot_loads < 16);
   CHECK_FALSE(s.contains(MergeScenario::B));
   CHECK(s.verify().empty());
 }

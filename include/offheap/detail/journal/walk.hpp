@@ -103,14 +103,25 @@ bool ShardWalk<S>::copy_record(const S& sh, const TableView& t, const std::uint6
     if (!record::validate(rec, s1)) continue;
     const bool gone = deadline != 0 && sh.expired(deadline);  // before the checks below (as in lookup())
     // The header belongs to the record the slot leads to only while the
-    // generation stays and the slot still leads here; then, and only then,
-    // may its lengths size the buffers.
-    if (!sh.index_.unchanged_since(generation)) continue;
-    if (!sh.leads_to(load_relaxed(slot), loc)) continue;  // the slot moved on
+    // generation stays and the slot still leads here, or, once merges
+    // elsewhere in the shard moved the generation, while the record is
+    // still current (as after the copy below: the table not replaced, the
+    // slot leading here under a generation loaded afresh, the stamp still
+    // s1); then, and only then, may its lengths size the buffers. A writer
+    // that keeps removing keys moves the generation every few microseconds:
+    // a walk that started over at each move would wait out each of them
+    // (issue 31: a walk beside such a writer on a busy core took minutes).
+    if (!(sh.index_.unchanged_since(generation) && sh.leads_to(load_relaxed(slot), loc)) &&
+        !ShardProbe<S>::still_current(sh, serial, slot, loc, rec, s1)) {
+      continue;  // the slot moved on, or the table was replaced
+    }
     if (!whole) return false;  // a slot leads to a record that is not live only in damage
     if (gone) {
       // Expired, unless rewritten since the clock read (as in lookup()).
-      if (!record::validate(rec, s1) || !sh.index_.unchanged_since(generation)) continue;
+      if (!record::validate(rec, s1)) continue;
+      if (!sh.index_.unchanged_since(generation) && !ShardProbe<S>::still_current(sh, serial, slot, loc, rec, s1)) {
+        continue;
+      }
       return false;
     }
 #if defined(OFFHEAP_TESTING_READ_HOOK)
@@ -149,45 +160,48 @@ bool ShardWalk<S>::copy_record(const S& sh, const TableView& t, const std::uint6
 /// copy_record() for a slot of a table that growth replaced: reads the
 /// key the slot leads to (a key length sizes at most 64 KiB), then looks
 /// the key up in the current table, which copies the value only if the
-/// key's current record is the one the slot led to.
+/// key's current record is the one the slot led to. One try, no waiting:
+/// a stamp that is odd, or that changes while the key is copied, is a
+/// record being written (its key is not one left alone during the walk,
+/// which is all a walk promises) or bytes that are no stamp at a place
+/// the frozen slot kept from before (half of a value's words are odd, and
+/// stay so). Waiting out either, with a reader's backoff, cost up to 192
+/// yields a slot, each a scheduler quantum on a busy core: walks beside a
+/// writer that keeps removing keys (tables replaced under them) took
+/// minutes (issue 31).
 template <class S>
 bool ShardWalk<S>::copy_from_frozen(const S& sh, const std::uint64_t* slot, WalkCopy& copy) {
   std::string& kbuf = copy.key;
   std::string& vbuf = copy.value;
-  Backoff backoff;
-  for (; !backoff.exhausted(); backoff.pause()) {
-    const Location loc = sh.slot_location(load_acquire(slot));
-    if (loc.is_none()) return false;
-    std::uint64_t avail = 0;
-    const std::byte* rec = sh.journal_.resolve(loc, record::kMinRecord, avail);
-    if (rec == nullptr) return false;
-    const std::uint64_t s1 = record::read_stamp(rec);
-    if (s1 == 0) return false;
-    if ((s1 & 1) != 0) continue;
-    const record::Meta m = record::read_meta(rec);
-    if (m.state() != record::State::live || record::kHeaderBytes + m.key_len > avail) {
-      if (record::validate(rec, s1)) return false;
-      continue;
-    }
-    kbuf.resize(m.key_len);
-    record::copy_out(kbuf.data(), rec, 0, m.key_len);
-    if (!record::validate(rec, s1)) continue;
-    // kbuf may hold any bytes (the slot is stale): the lookup decides, by
-    // its last call of the callback, and only if it says it found the key
-    // (an earlier call may have read bytes the lookup then refused).
-    bool same = false;
-    const bool found = sh.lookup(kbuf, sh.hash_(kbuf),
-           [&](Location l, const std::byte* r, const record::Meta& cm, std::uint64_t s) {
-             same = l == loc && s == s1;
-             if (!same) return true;
-             copy.type = cm.type;
-             vbuf.resize(copy.values ? cm.value_len : 0);
-             if (copy.values) record::copy_out(vbuf.data(), r, cm.key_len, cm.value_len);
-             return record::validate(r, s);
-           });
-    return found && same;
-  }
-  return false;
+  const Location loc = sh.slot_location(load_acquire(slot));
+#if defined(OFFHEAP_TESTING_READ_HOOK)
+  testing_reader_step();
+#endif
+  if (loc.is_none()) return false;
+  std::uint64_t avail = 0;
+  const std::byte* rec = sh.journal_.resolve(loc, record::kMinRecord, avail);
+  if (rec == nullptr) return false;
+  const std::uint64_t s1 = record::read_stamp(rec);
+  if (!record::stamp_is_stable(s1)) return false;
+  const record::Meta m = record::read_meta(rec);
+  if (m.state() != record::State::live || record::kHeaderBytes + m.key_len > avail) return false;
+  kbuf.resize(m.key_len);
+  record::copy_out(kbuf.data(), rec, 0, m.key_len);
+  if (!record::validate(rec, s1)) return false;
+  // kbuf may hold any bytes (the slot is stale): the lookup decides, by
+  // its last call of the callback, and only if it says it found the key
+  // (an earlier call may have read bytes the lookup then refused).
+  bool same = false;
+  const bool found = sh.lookup(kbuf, sh.hash_(kbuf),
+         [&](Location l, const std::byte* r, const record::Meta& cm, std::uint64_t s) {
+           same = l == loc && s == s1;
+           if (!same) return true;
+           copy.type = cm.type;
+           vbuf.resize(copy.values ? cm.value_len : 0);
+           if (copy.values) record::copy_out(vbuf.data(), r, cm.key_len, cm.value_len);
+           return record::validate(r, s);
+         });
+  return found && same;
 }
 
 /// for_each's walk of this shard: during a migration, the table it drains

@@ -270,7 +270,10 @@ struct Options {
   /// Only chunks whose live share is under 1 / factor and whose free space
   /// is in 8 or more pieces, or that hold nothing live, are emptied; chunks
   /// holding records that wait to be freed (periodic's old records until
-  /// the next sync, removals waiting for the listener) wait for them. A
+  /// the next sync, removals waiting for the listener) wait for them, and
+  /// no chunk is emptied while a for_each or a scan step is in progress
+  /// (the round waits for the walk: walks that keep overlapping hold
+  /// compaction back, as they hold back an index migration's moves). A
   /// shard's writers wait while a chunk's live records are copied (0.7-1.2
   /// ms per MiB moved with 1 KiB values). In a cache, LruCache and
   /// TinyLfuCache keep a moved record's place in their order; S3-FIFO

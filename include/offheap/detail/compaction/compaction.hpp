@@ -38,6 +38,11 @@
 // tail brings the smallest fitting one back (revive_chunk(): a file's
 // blocks reserved again first) before it maps a new chunk.
 //
+// No round runs while a walk (for_each, a scan step) is in progress
+// (WalkGate::active(), checked under the lock): a walk goes on through a
+// table replaced under it, whose slots lead where records were when it was
+// replaced, so a record moved under such a walk would leave its key out.
+//
 // A chunk that cannot be emptied for lack of room elsewhere (nothing free
 // fits and the tail is full) gets its free space back on its lists, its
 // moved records' old places merged into it, and compaction waits a second.
@@ -137,6 +142,14 @@ std::uint64_t Compaction<S>::compact(S& sh, std::uint64_t max_bytes, bool* more,
   const std::uint64_t now = sh.now_ms();
   // (While it waits, release() asks for no round: compact_wanted_ stays.)
   if (now < compact_retry_ms_ && !now_anyway) return 0;
+  // Not while a walk (for_each, a scan step) is in progress: a table
+  // replaced under the walk is frozen, its slots lead where the records
+  // were, and a record moved now would leave its key, left alone, out of
+  // the walk. Checked under the lock, which a replacement also needs: a
+  // walk that enters after this check keeps a live table throughout this
+  // call (its slots follow the moves). Seq_cst, as WalkGate::active().
+  // The round stays wanted: the next one tries again.
+  if (sh.walks_.active()) return 0;
   compact_wanted_ = false;
   // A failed sync: the store refuses writes; nothing more is moved.
   if (!compaction_due(sh) || sh.durability_.failed()) return 0;

@@ -35,6 +35,9 @@ template <class S>
 class ShardWalk {
  public:
   static bool copy_record(const S& sh, const TableView& t, const std::uint64_t* slot, WalkCopy& copy);
+  /// Rounds of copy_record a slot starts again at once when the generation
+  /// moved (beyond them, with the backoff's pauses).
+  static constexpr unsigned kAtOnce = 1024;
   static bool copy_from_frozen(const S& sh, const std::uint64_t* slot, WalkCopy& copy);
   template <class F>
   static void for_each(const S& sh, F& fn, WalkCopy& copy);
@@ -63,7 +66,12 @@ bool ShardWalk<S>::copy_record(const S& sh, const TableView& t, const std::uint6
   std::string& kbuf = copy.key;
   std::string& vbuf = copy.value;
   Backoff backoff;
-  for (; !backoff.exhausted(); backoff.pause()) {
+  // Rounds started again at once, without the backoff's pause: the
+  // generation moved (a merge elsewhere in the shard), which leaves nothing
+  // to wait for, only the header to read again under a fresh generation.
+  unsigned moved = 0;
+  bool at_once = false;
+  for (; !backoff.exhausted(); at_once ? void(at_once = false) : backoff.pause()) {
     // First, as in probe(): what is read below counts only while it stays.
     const std::uint64_t generation = sh.index_.acquire_generation();
     const std::uint64_t serial = sh.index_.acquire_serial();
@@ -103,23 +111,25 @@ bool ShardWalk<S>::copy_record(const S& sh, const TableView& t, const std::uint6
     if (!record::validate(rec, s1)) continue;
     const bool gone = deadline != 0 && sh.expired(deadline);  // before the checks below (as in lookup())
     // The header belongs to the record the slot leads to only while the
-    // generation stays and the slot still leads here, or, once merges
-    // elsewhere in the shard moved the generation, while the record is
-    // still current (as after the copy below: the table not replaced, the
-    // slot leading here under a generation loaded afresh, the stamp still
-    // s1); then, and only then, may its lengths size the buffers. A writer
-    // that keeps removing keys moves the generation every few microseconds:
-    // a walk that started over at each move would wait out each of them
-    // (issue 31: a walk beside such a writer on a busy core took minutes).
-    if (!(sh.index_.unchanged_since(generation) && sh.leads_to(load_relaxed(slot), loc)) &&
-        !ShardProbe<S>::still_current(sh, serial, slot, loc, rec, s1)) {
-      continue;  // the slot moved on, or the table was replaced
+    // generation stays and the slot still leads here; then, and only then,
+    // may its lengths size the buffers. (Not "the record is still current"
+    // as after the copy below: that proves the record at a later moment,
+    // and the bytes read here may have been a value forged with the stamp
+    // the record at this place got next.) A generation that moved is read
+    // again at once, up to kAtOnce times a slot: a writer that keeps
+    // removing keys moves it every few microseconds, and a walk that paused
+    // at each move, yields included, waited out each of them (issue 31).
+    if (!sh.index_.unchanged_since(generation)) {
+      at_once = ++moved <= kAtOnce;
+      continue;
     }
+    if (!sh.leads_to(load_relaxed(slot), loc)) continue;  // the slot moved on
     if (!whole) return false;  // a slot leads to a record that is not live only in damage
     if (gone) {
       // Expired, unless rewritten since the clock read (as in lookup()).
       if (!record::validate(rec, s1)) continue;
-      if (!sh.index_.unchanged_since(generation) && !ShardProbe<S>::still_current(sh, serial, slot, loc, rec, s1)) {
+      if (!sh.index_.unchanged_since(generation)) {
+        at_once = ++moved <= kAtOnce;
         continue;
       }
       return false;

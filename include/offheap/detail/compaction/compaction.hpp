@@ -112,6 +112,8 @@ class Compaction {
   Evacuated evacuate(S& sh, std::uint32_t c);
   static constexpr std::uint64_t kCompactFloor = std::uint64_t{1} << 20;
   static constexpr std::uint64_t kCompactRetryMs = 1000;
+  /// After a round a walk held back (compact()).
+  static constexpr std::uint64_t kWalkRetryMs = 100;
   static constexpr std::uint64_t kCompactMinHoles = 8;  // free records a chunk needs to be emptied
 
   double compact_factor_;
@@ -148,8 +150,14 @@ std::uint64_t Compaction<S>::compact(S& sh, std::uint64_t max_bytes, bool* more,
   // the walk. Checked under the lock, which a replacement also needs: a
   // walk that enters after this check keeps a live table throughout this
   // call (its slots follow the moves). Seq_cst, as WalkGate::active().
-  // The round stays wanted: the next one tries again.
-  if (sh.walks_.active()) return 0;
+  // The round stays wanted and tries again kWalkRetryMs later (not at
+  // once: the maintenance thread would run round after round, each taking
+  // the lock, for as long as the walk lasts); maintain() tries at once.
+  if (sh.walks_.active()) {
+    compact_retry_ms_ = now + kWalkRetryMs;
+    sh.plan_next_round(now);
+    return 0;
+  }
   compact_wanted_ = false;
   // A failed sync: the store refuses writes; nothing more is moved.
   if (!compaction_due(sh) || sh.durability_.failed()) return 0;

@@ -613,15 +613,21 @@ class alignas(64) Shard {
     return ShardWalk<Shard>::copy_from_frozen(*this, slot, copy);
   }
 
-  [[gnu::always_inline]] Index::Found find_for_write(std::string_view key, std::uint64_t h) const {
+  /// The key's slot (writers only). `found`, if given, receives the key's
+  /// record when found (the one the slot leads to), so that the caller
+  /// does not resolve the slot again.
+  [[gnu::always_inline]] Index::Found find_for_write(std::string_view key, std::uint64_t h,
+                                                     std::byte** found = nullptr) const {
     return index_.find(h, [&](Location loc) {
-      const std::byte* rec = journal_.at(loc);
+      std::byte* rec = journal_.at(loc);
       const record::Meta m = record::read_meta(rec);
       // (File-backed writers go through find_intact, which checks a
       // record's bounds and checksum before its key.)
-      return m.key_len == key.size() &&
-             equal_bytes(reinterpret_cast<const char*>(rec + record::kHeaderBytes), key.data(),
-                         key.size());
+      const bool mine = m.key_len == key.size() &&
+                        equal_bytes(reinterpret_cast<const char*>(rec + record::kHeaderBytes), key.data(),
+                                    key.size());
+      if (mine && found != nullptr) *found = rec;
+      return mine;
     });
   }
 

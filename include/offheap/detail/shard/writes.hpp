@@ -88,10 +88,9 @@ typename Shard<P>::InPlace Shard<P>::overwrite_in_place(std::string_view key, st
   // schedule), no policy to tell. (find_for_write() is find_intact() here:
   // the store is anonymous.)
   if (durable_ || removals_.on() || index_.migrating()) return InPlace::not_looked;
-  f = find_for_write(key, h);
+  std::byte* rec = nullptr;
+  f = find_for_write(key, h, &rec);
   if (!f.found) return InPlace::looked;  // an insert: write_locked() goes on from this look
-  const Location at = index_.location(f.slot);
-  std::byte* rec = journal_.at(at);
   const record::Meta m = record::read_meta(rec);
   if (record::deadline_of(rec, m, record::kHeaderBytes + m.capacity()) != 0) return InPlace::looked;
   const std::uint64_t cap = m.capacity();

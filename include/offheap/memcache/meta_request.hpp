@@ -70,10 +70,12 @@ struct MetaRequest {
   MetaVerb verb = MetaVerb::noop;
   std::string_view sent_key;              ///< the key as sent (base64 when key_binary)
   bool key_binary = false;                ///< the b flag: key() is sent_key decoded
-  std::array<char, kMaxKeyBytes> decoded{};
+  /// (Neither array is cleared: only decoded_size and flag_count of them
+  /// are read, and a request is built on every meta line.)
+  std::array<char, kMaxKeyBytes> decoded;
   std::size_t decoded_size = 0;
   /// The flag tokens in the line's order (ms: after its datalen).
-  std::array<std::string_view, kMaxMetaTokens> flags{};
+  std::array<std::string_view, kMaxMetaTokens> flags;
   std::size_t flag_count = 0;
 
   bool quiet = false;       ///< q
@@ -140,13 +142,15 @@ inline constexpr std::string_view kLongOpaque = "CLIENT_ERROR opaque token too l
 inline constexpr std::string_view kBadMsMode = "CLIENT_ERROR invalid mode for ms M token\r\n";
 inline constexpr std::string_view kBadMaMode = "CLIENT_ERROR invalid mode for ma M token\r\n";
 
-inline MetaParse reply(std::size_t consumed, std::string_view r, std::uint64_t discard = 0) noexcept {
-  MetaParse p;
+/// Makes `p` a refusal: the line `r` to send, `consumed` bytes used and
+/// `discard` more to swallow. (In place: parse_meta_request returns one
+/// named MetaParse, so that it is built in the caller's object, not copied:
+/// a MetaRequest is some 700 bytes.)
+inline void refuse(MetaParse& p, std::size_t consumed, std::string_view r, std::uint64_t discard = 0) noexcept {
   p.step = MetaStep::reply;
   p.consumed = consumed;
   p.reply = r;
   p.discard = discard;
-  return p;
 }
 
 /// Decodes r.sent_key into r.decoded; false if refused.
@@ -161,13 +165,14 @@ inline bool decode_key(MetaRequest& r) noexcept {
 /// memcached's _meta_flag_preparse over r.flags: the flags' values into
 /// `r`; on a refusal, the error line (empty: none).
 inline std::string_view preparse(MetaRequest& r) noexcept {
-  bool seen[127] = {};
+  std::uint64_t seen[2] = {};  // a bit per flag letter (0-126)
   std::string_view error;  // a refusal noted; the flags after it are read still
   for (std::size_t i = 0; i < r.flag_count; ++i) {
     const std::string_view t = r.flags[i];
     const auto o = static_cast<unsigned char>(t[0]);
-    if (o >= 127 || seen[o]) return kDuplicate;
-    seen[o] = true;
+    const std::uint64_t bit = std::uint64_t{1} << (o & 63);
+    if (o >= 127 || (seen[o >> 6] & bit) != 0) return kDuplicate;
+    seen[o >> 6] |= bit;
     const std::string_view arg = t.substr(1);
     // A 64-bit number into `field`; refused: `refusal` noted. Whether read.
     const auto u64 = [&](std::uint64_t& field, std::string_view refusal) {
@@ -238,10 +243,10 @@ inline std::string_view preparse(MetaRequest& r) noexcept {
 /// Step::meta for it). See the top of this file; `limits` are the server's.
 inline MetaParse parse_meta_request(std::string_view in, const TextLimits& limits = {}) noexcept {
   using namespace meta_detail;
-  const auto [line, line_end] = text_detail::first_line(in);
-  if (line_end == 0) return {};  // (the text parser handed over a whole line)
-  const text_detail::Tokens k = text_detail::tokenize(line);
   MetaParse p;
+  const auto [line, line_end] = text_detail::first_line(in);
+  if (line_end == 0) return p;  // (the text parser handed over a whole line)
+  const text_detail::Tokens k = text_detail::tokenize(line);
   MetaRequest& r = p.request;
   switch (k.t[0][1]) {
     case 'g': r.verb = MetaVerb::get; break;
@@ -255,38 +260,42 @@ inline MetaParse parse_meta_request(std::string_view in, const TextLimits& limit
   p.consumed = line_end;
   if (r.verb == MetaVerb::noop) return p;
   if (r.verb == MetaVerb::debug) {
-    if (k.count < 3 || k.t[1].size() > kMaxKeyBytes) return reply(line_end, kBadFormat);
+    if (k.count < 3 || k.t[1].size() > kMaxKeyBytes) { refuse(p, line_end, kBadFormat); return p; }
     r.sent_key = k.t[1];
-    if (k.count >= 4 && k.t[2] == "b" && !decode_key(r)) return reply(line_end, kBadFormat);
+    if (k.count >= 4 && k.t[2] == "b" && !decode_key(r)) { refuse(p, line_end, kBadFormat); return p; }
     return p;
   }
-  if (k.count < 3) return reply(line_end, text_detail::kError);
-  if (k.t[1].size() > kMaxKeyBytes) return reply(line_end, kBadFormat);
+  if (k.count < 3) { refuse(p, line_end, text_detail::kError); return p; }
+  if (k.t[1].size() > kMaxKeyBytes) { refuse(p, line_end, kBadFormat); return p; }
   r.sent_key = k.t[1];
   const bool set = r.verb == MetaVerb::set;
-  if (set && k.count == 3) return reply(line_end, kBadFormat);
-  if (k.count > kMaxMetaTokens) return reply(line_end, r.verb == MetaVerb::get ? kTooManyMg : kTooMany);
+  if (set && k.count == 3) { refuse(p, line_end, kBadFormat); return p; }
+  if (k.count > kMaxMetaTokens) { refuse(p, line_end, r.verb == MetaVerb::get ? kTooManyMg : kTooMany); return p; }
   std::uint64_t block = 0;  // ms: the data block's bytes, its "\r\n" included
   if (set) {
     const auto n = read_i32(k.t[2]);
-    if (!n || *n < 0 || *n > 0x7FFFFFFD) return reply(line_end, kBadFormat);
+    if (!n || *n < 0 || *n > 0x7FFFFFFD) { refuse(p, line_end, kBadFormat); return p; }
     block = static_cast<std::uint64_t>(*n) + 2;
   }
   const std::size_t first = set ? 3 : 2;
   for (std::size_t i = first; i < k.real; ++i) r.flags[r.flag_count++] = k.t[i];
   const std::string_view error = preparse(r);
   if (!error.empty()) {
-    if (r.verb == MetaVerb::remove || r.verb == MetaVerb::arithmetic) return reply(line_end, kInvalidOrDuplicate);
-    return reply(line_end, error, block);  // (ms: its block swallowed)
+    if (r.verb == MetaVerb::remove || r.verb == MetaVerb::arithmetic) {
+      refuse(p, line_end, kInvalidOrDuplicate);
+    } else {
+      refuse(p, line_end, error, block);  // (ms: its block swallowed)
+    }
+    return p;
   }
   switch (r.verb) {
     case MetaVerb::remove:
-      if (r.long_opaque() != r.flag_count) return reply(line_end, kLongOpaque);
+      if (r.long_opaque() != r.flag_count) { refuse(p, line_end, kLongOpaque); return p; }
       return p;
     case MetaVerb::arithmetic:
       switch (r.mode) {
         case 0: case 'I': case '+': case 'D': case '-': return p;
-        default: return reply(line_end, kBadMaMode);
+        default: { refuse(p, line_end, kBadMaMode); return p; }
       }
     case MetaVerb::get: return p;
     default: break;
@@ -294,23 +303,23 @@ inline MetaParse parse_meta_request(std::string_view in, const TextLimits& limit
   // ms: its mode, its opaque, its size, then its block.
   switch (r.mode) {
     case 0: case 'E': case 'A': case 'P': case 'R': case 'S': break;
-    default: return reply(line_end, kBadMsMode, block);
+    default: { refuse(p, line_end, kBadMsMode, block); return p; }
   }
-  if (r.long_opaque() != r.flag_count) return reply(line_end, kLongOpaque, block);
+  if (r.long_opaque() != r.flag_count) { refuse(p, line_end, kLongOpaque, block); return p; }
   if (limits.too_large(r.key(), r.client_flags, block - 2)) {
-    MetaParse t = reply(line_end, text_detail::kTooLarge, block);
-    t.remove_key = true;
-    t.request = r;
-    return t;
+    refuse(p, line_end, text_detail::kTooLarge, block);
+    p.remove_key = true;  // (request.key() says which)
+    return p;
   }
   if (in.size() - line_end < block) {
-    MetaParse w;
-    w.wanted = line_end + block;
-    return w;
+    p.step = MetaStep::need_more;
+    p.consumed = 0;
+    p.wanted = line_end + block;
+    return p;
   }
   const std::string_view data = in.substr(line_end, block);
   p.consumed = line_end + block;
-  if (data.substr(block - 2) != "\r\n") return reply(p.consumed, text_detail::kBadChunk);
+  if (data.substr(block - 2) != "\r\n") { refuse(p, p.consumed, text_detail::kBadChunk); return p; }
   r.data = data.substr(0, block - 2);
   return p;
 }

@@ -363,7 +363,10 @@ TEST_CASE("for_each visits a key left alone even while merges elsewhere keep mov
   offheap::Store s(one_shard());
   s.put("stable", "its value");
   churn_store = &s;
-  churn_left = 300;  // more than a reader's patience (256 rounds)
+  // More than the rounds a walk starts again at once (1,024) and its
+  // patience after them (256): the walk then confirms the key through a
+  // lookup, which the churn meets too (its slot loads), until it runs out.
+  churn_left = 1400;
   offheap::detail::testing_after_slot_load = churn;
   std::size_t visits = 0;
   s.for_each([&](std::string_view k, std::string_view v) {
@@ -375,7 +378,7 @@ TEST_CASE("for_each visits a key left alone even while merges elsewhere keep mov
   offheap::detail::testing_after_slot_load = nullptr;
   CHECK(churn_left <= 0);  // the churn ran out while the walk kept trying
   CHECK(visits == 1);
-  // The same through scan's steps.
+  // The same through scan's steps (300 moves: rounds started again at once).
   churn_left = 300;
   offheap::detail::testing_after_slot_load = churn;
   visits = 0;
@@ -600,10 +603,12 @@ namespace rec = offheap::detail::record;
 /// the writes made here.
 struct ArmedClock : offheap::Clock {
   static inline std::function<void()> armed;
+  static inline bool fired = false;
   std::uint64_t now_ms() const noexcept override {
     if (armed) {
       const auto f = std::move(armed);
       armed = nullptr;
+      fired = true;
       f();
     }
     return 1'000'000;
@@ -619,10 +624,12 @@ std::string forged_header(std::uint64_t stamp, std::uint32_t claim, std::uint8_t
   return std::string(reinterpret_cast<const char*>(words), sizeof words);
 }
 
-/// B's stamp and place, as a reader sees them.
+/// B's stamp and place, as a reader sees them (0 and null: B not found).
 std::uint64_t stamp_of_b(offheap::Store& s, const std::byte** at) {
   static std::uint64_t stamp;
   static const std::byte* place;
+  stamp = 0;
+  place = nullptr;
   offheap::detail::testing_before_hit = [](const std::byte* r) {
     const rec::Meta m = rec::read_meta(r);
     if (std::string_view(reinterpret_cast<const char*>(r + rec::kHeaderBytes), m.key_len) == MergeScenario::B) {
@@ -696,6 +703,9 @@ TEST_CASE("for_each never sizes a copy from a header read while the generation m
   offheap::Store s(options());
   armed_store = &s;
   build(s);
+  const std::byte* b_before = nullptr;
+  REQUIRE(stamp_of_b(s, &b_before) != 0);
+  ArmedClock::fired = false;
   std::vector<std::pair<std::string, std::string>> seen;
   bool armed = false;
   s.for_each([&](std::string_view k, std::string_view v) {
@@ -710,8 +720,12 @@ TEST_CASE("for_each never sizes a copy from a header read while the generation m
   });
   offheap::detail::testing_after_slot_load = nullptr;
   ArmedClock::armed = nullptr;
+  // The attack landed as planned: the clock ran the rewrite inside the
+  // walk's read, and B is back at its old place with the forged stamp.
+  REQUIRE(ArmedClock::fired);
   const std::byte* at = nullptr;
-  CHECK(stamp_of_b(s, &at) == predicted_stamp);  // the attack landed as planned
+  CHECK(stamp_of_b(s, &at) == predicted_stamp);
+  CHECK(at == b_before);
   for (const auto& [k, v] : seen) {
     INFO("visited key '" << k << "' with a value of " << v.size() << " bytes");
     CHECK(s.get(k) == std::optional<std::string>(v));

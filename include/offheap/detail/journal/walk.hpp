@@ -71,7 +71,7 @@ bool ShardWalk<S>::copy_record(const S& sh, const TableView& t, const std::uint6
   // to wait for, only the header to read again under a fresh generation.
   unsigned moved = 0;
   bool at_once = false;
-  for (; !backoff.exhausted(); at_once ? void(at_once = false) : backoff.pause()) {
+  for (; !backoff.exhausted(); at_once ? (at_once = false, Backoff::relax()) : backoff.pause()) {
     // First, as in probe(): what is read below counts only while it stays.
     const std::uint64_t generation = sh.index_.acquire_generation();
     const std::uint64_t serial = sh.index_.acquire_serial();

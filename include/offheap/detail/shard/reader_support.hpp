@@ -60,6 +60,13 @@ class Backoff {
     }
   }
   bool exhausted() const noexcept { return rounds_ >= kPatience; }
+  /// The spin hint alone, not counted as a round: for a reader that starts
+  /// again at once because something moved elsewhere (nothing to wait for).
+  static void relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
   /// Far past any writer's time inside a record (200 ms, or a million
   /// rounds): only a damaged file shows a record that stays odd this long.
   /// Reads the clock only past the first rounds.

@@ -239,13 +239,14 @@ inline std::string_view preparse(MetaRequest& r) noexcept {
 
 }  // namespace meta_detail
 
-/// Reads the meta command at the front of `in` (the text parser said
-/// Step::meta for it). See the top of this file; `limits` are the server's.
-inline MetaParse parse_meta_request(std::string_view in, const TextLimits& limits = {}) noexcept {
+/// Reads the meta command at the front of `in`, whose first line the text
+/// parser framed as `line` (TextParse::request.line) taking `line_end`
+/// bytes with its end (TextParse::consumed) when it said Step::meta for
+/// it. See the top of this file; `limits` are the server's.
+inline MetaParse parse_meta_request(std::string_view in, std::string_view line, std::size_t line_end,
+                                    const TextLimits& limits = {}) noexcept {
   using namespace meta_detail;
   MetaParse p;
-  const auto [line, line_end] = text_detail::first_line(in);
-  if (line_end == 0) return p;  // (the text parser handed over a whole line)
   const text_detail::Tokens k = text_detail::tokenize(line);
   MetaRequest& r = p.request;
   switch (k.t[0][1]) {
@@ -322,6 +323,14 @@ inline MetaParse parse_meta_request(std::string_view in, const TextLimits& limit
   if (data.substr(block - 2) != "\r\n") { refuse(p, p.consumed, text_detail::kBadChunk); return p; }
   r.data = data.substr(0, block - 2);
   return p;
+}
+
+/// parse_meta_request() of the meta command at the front of `in`, its
+/// line framed here (need_more until `in` holds a whole line).
+inline MetaParse parse_meta_request(std::string_view in, const TextLimits& limits = {}) noexcept {
+  const auto [line, line_end] = text_detail::first_line(in);
+  if (line_end == 0) return MetaParse{};
+  return parse_meta_request(in, line, line_end, limits);
 }
 
 }  // namespace offheap::memcache

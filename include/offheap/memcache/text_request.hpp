@@ -326,17 +326,26 @@ struct Line {
   std::string_view text;
   std::size_t end = 0;
 };
-/// The second letter of a meta command: mg, ms, md, ma, mn, me.
-constexpr bool is_meta_letter(char c) noexcept {
-  return c == 'g' || c == 's' || c == 'd' || c == 'a' || c == 'n' || c == 'e';
-}
-
 inline Line first_line(std::string_view in) noexcept {
   const std::size_t nl = in.find('\n');
   if (nl == std::string_view::npos) return {};
   std::string_view line = in.substr(0, nl > 1 && in[nl - 1] == '\r' ? nl - 1 : nl);
   if (const std::size_t nul = line.find('\0'); nul != std::string_view::npos) line = line.substr(0, nul);
   return {line, nl + 1};
+}
+
+/// The second letter of a meta command: mg, ms, md, ma, mn, me.
+constexpr bool is_meta_letter(char c) noexcept {
+  return c == 'g' || c == 's' || c == 'd' || c == 'a' || c == 'n' || c == 'e';
+}
+
+/// Step::meta for the line `line`, which takes `line_end` bytes with its end.
+inline TextParse meta_line(std::size_t line_end, std::string_view line) noexcept {
+  TextParse p;
+  p.step = Step::meta;
+  p.consumed = line_end;
+  p.request.line = line;
+  return p;
 }
 
 }  // namespace text_detail
@@ -355,24 +364,16 @@ inline TextParse parse_text_request(std::string_view in, const TextLimits& limit
     }
     return p;
   }
-  // (Its line passed in: clang 14 captures no structured binding.)
-  const auto meta = [](std::string_view text, std::size_t end) {
-    TextParse p;
-    p.step = Step::meta;
-    p.consumed = end;
-    p.request.line = text;
-    return p;
-  };
   // A meta line as clients send it ("mg key v", no leading space) goes to
   // the meta parser without this tokenizer (it tokenizes the line itself).
   if (line.size() >= 2 && line[0] == 'm' && (line.size() == 2 || line[2] == ' ') && is_meta_letter(line[1])) {
-    return meta(line, line_end);
+    return meta_line(line_end, line);
   }
   const Tokens k = tokenize(line);
   if (k.count < 2 || k.t[0].size() < 2) return reply(line_end, kError);
   const std::string_view c = k.t[0];
 
-  if (c.size() == 2 && c[0] == 'm') return is_meta_letter(c[1]) ? meta(line, line_end) : reply(line_end, kError);
+  if (c.size() == 2 && c[0] == 'm') return is_meta_letter(c[1]) ? meta_line(line_end, line) : reply(line_end, kError);
   if (c == "get" || c == "bget") return retrieval(line_end, k, Verb::get);
   if (c == "gets") return retrieval(line_end, k, Verb::gets);
   if (c == "gat") return retrieval(line_end, k, Verb::gat);

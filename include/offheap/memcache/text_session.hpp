@@ -145,7 +145,8 @@ class TextSession {
         case Step::close: fed.close = true; return fed;
         case Step::reply: out += p.reply; break;
         case Step::meta: {
-          const MetaParse m = parse_meta_request(in.substr(fed.consumed), a_.limits());
+          // (The line as the text parser framed it: not framed again.)
+          const MetaParse m = parse_meta_request(in.substr(fed.consumed), p.request.line, p.consumed, a_.limits());
           if (m.step == MetaStep::need_more) return fed;
           fed.consumed += m.consumed;
           if (m.step == MetaStep::command) {

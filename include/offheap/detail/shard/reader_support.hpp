@@ -52,9 +52,7 @@ class Backoff {
 
   void pause() noexcept {
     if (++rounds_ < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      relax();
     } else {
       std::this_thread::yield();
     }

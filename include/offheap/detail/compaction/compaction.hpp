@@ -43,9 +43,18 @@
 // table replaced under it, whose slots lead where records were when it was
 // replaced, so a record moved under such a walk would leave its key out.
 //
-// A chunk that cannot be emptied for lack of room elsewhere (nothing free
-// fits and the tail is full) gets its free space back on its lists, its
-// moved records' old places merged into it, and compaction waits a second.
+// A chunk's records move into free records, the tail, an emptied chunk
+// brought back or a new chunk; the last two only if that chunk is no
+// larger than the one being emptied (whose bytes then go: mapped bytes do
+// not grow). So the tail being full never stalls compaction: a full tail
+// with holes too small for a chunk's largest record left it stuck for good.
+// A chunk that cannot be emptied for lack of room elsewhere (a small chunk
+// when every emptied or new chunk would be larger) gets its free space
+// back on its lists, its moved records' old places merged into it. The
+// round goes on with the next sparsest chunk, which may be large enough
+// to find room, so one small chunk never holds every larger one up; a
+// chunk at least as large as every emptied one that finds no room ends
+// the round, and compaction waits a second.
 //
 // Compaction<S> owns this: a component of the shard (S), which holds one
 // and lets it in (friend). Its state: the factor, when compaction may try
@@ -110,6 +119,14 @@ class Compaction {
     std::uint64_t moved = 0;  // journal bytes written elsewhere
   };
   Evacuated evacuate(S& sh, std::uint32_t c);
+  /// Whether an emptied chunk larger than `bytes` exists (evacuate() of a
+  /// chunk of `bytes` could not bring it back).
+  static bool larger_emptied(const S& sh, std::uint64_t bytes) noexcept {
+    for (std::uint32_t c = 0; c < sh.journal_.chunks(); ++c) {
+      if (sh.journal_.emptied(c) && sh.journal_.chunk_size(c) > bytes) return true;
+    }
+    return false;
+  }
   static constexpr std::uint64_t kCompactFloor = std::uint64_t{1} << 20;
   static constexpr std::uint64_t kCompactRetryMs = 1000;
   /// After a round a walk held back (compact()).
@@ -170,7 +187,7 @@ std::uint64_t Compaction<S>::compact(S& sh, std::uint64_t max_bytes, bool* more,
     }
   }
   std::uint64_t moved = 0;
-  std::uint32_t waiting[8];  // chunks that must wait (a record waiting to be freed, damage)
+  std::uint32_t waiting[8];  // chunks passed over in this round (a record waiting to be freed, damage, no room)
   unsigned waits = 0;
   while (moved < max_bytes && compaction_due(sh)) {
     // The sparsest chunk before the tail whose live share is under 1/factor.
@@ -210,6 +227,13 @@ std::uint64_t Compaction<S>::compact(S& sh, std::uint64_t max_bytes, bool* more,
       continue;
     }
     if (e.outcome == Evacuated::no_room) {
+      // Held back by the size of the emptied chunks only: not this chunk
+      // again in this round, and a larger one may still bring one back.
+      // (Not remembered in waited_: room comes back with any removal.)
+      if (larger_emptied(sh, sh.journal_.chunk_size(victim)) && waits < std::size(waiting)) {
+        waiting[waits++] = victim;
+        continue;
+      }
       compact_retry_ms_ = now + kCompactRetryMs;
       break;
     }
@@ -282,7 +306,11 @@ typename Compaction<S>::Evacuated Compaction<S>::evacuate(S& sh, std::uint32_t c
     try {
       if constexpr (S::kEvicts) sh.reserve_policy();
       if (deadline != 0) sh.expiry_.reserve_one();
-      s = sh.allocate(need, false, sh.journal_.chunk_size(c));  // an emptied chunk only if no larger
+      // An emptied chunk brought back, or a new one mapped, only if it is
+      // no larger than c: c's records all fit it (c is sparse), and c's
+      // bytes go once it is emptied, so mapped bytes do not grow.
+      const std::uint64_t size = sh.journal_.chunk_size(c);
+      s = sh.allocate(need, sh.journal_.new_chunk_size(kHeader + need) <= size, size);
     } catch (const Error&) {
       s.loc = Location::none();  // no memory for the policy, the wheel or the free lists' count
     }

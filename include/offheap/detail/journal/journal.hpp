@@ -376,6 +376,8 @@ class Journal {
   std::uint64_t active_bytes() const noexcept {
     return used_bytes_ > emptied_bytes_ ? used_bytes_ - emptied_bytes_ : 0;
   }
+  /// The size of the chunk append(bytes) would map if the tail had no room.
+  std::uint64_t new_chunk_size(std::uint64_t bytes) const noexcept { return next_chunk_size(bytes); }
   /// Whether append(bytes) would fit the tail chunk (map nothing, revive nothing).
   bool tail_fits(std::uint64_t bytes) const noexcept {
     return tail_chunk_ < chunks() && chunk_size(tail_chunk_) - tail_offset_ >= bytes;

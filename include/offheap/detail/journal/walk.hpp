@@ -14,6 +14,7 @@
 #include <offheap/detail/memory/atomic_word.hpp>
 #include <offheap/detail/shard/probe.hpp>
 #include <offheap/detail/shard/reader_support.hpp>
+#include <offheap/error.hpp>
 
 #include <cstdint>
 #include <string>
@@ -202,16 +203,24 @@ bool ShardWalk<S>::copy_from_frozen(const S& sh, const std::uint64_t* slot, Walk
   // its last call of the callback, and only if it says it found the key
   // (an earlier call may have read bytes the lookup then refused).
   bool same = false;
-  const bool found = sh.lookup(kbuf, sh.hash_(kbuf),
-         [&](Location l, const std::byte* r, const record::Meta& cm, std::uint64_t s) {
-           same = l == loc && s == s1;
-           if (!same) return true;
-           copy.type = cm.type;
-           vbuf.resize(copy.values ? cm.value_len : 0);
-           if (copy.values) record::copy_out(vbuf.data(), r, cm.key_len, cm.value_len);
-           return record::validate(r, s);
-         });
-  return found && same;
+  try {
+    const bool found = sh.lookup(kbuf, sh.hash_(kbuf),
+           [&](Location l, const std::byte* r, const record::Meta& cm, std::uint64_t s) {
+             same = l == loc && s == s1;
+             if (!same) return true;
+             copy.type = cm.type;
+             vbuf.resize(copy.values ? cm.value_len : 0);
+             if (copy.values) record::copy_out(vbuf.data(), r, cm.key_len, cm.value_len);
+             return record::validate(r, s);
+           });
+    return found && same;
+  } catch (const Error& e) {
+    // The key's current record fails its checksum (file-backed): skipped,
+    // as copy_record() skips one, so that a walk salvages what is intact
+    // (report_corrupt() counted it). A read of the key still throws.
+    if (e.code() != Errc::corrupt_file) throw;
+    return false;
+  }
 }
 
 /// for_each's walk of this shard: during a migration, the table it drains

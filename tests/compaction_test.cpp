@@ -221,7 +221,143 @@ TEST_CASE("Compaction finishes: no small chunk and no full tail holds it back", 
     CHECK(c.bad_values == 0);
     CHECK(static_cast<double>(c.stats.journal_bytes) <=
           1.2 * static_cast<double>(c.stats.live_bytes) + static_cast<double>(o.shards) * (1u << 20));
+    CHECK(s.verify() == "");
   }
+}
+
+namespace {
+
+std::string small_key(unsigned i) {
+  char b[16];
+  std::snprintf(b, sizeof b, "k%07u", i);
+  return b;
+}
+
+/// Puts 1,000-byte values under small_key(0, 1, ...) until the shard has
+/// `chunks` chunks (one shard), and returns the keys of each chunk.
+std::vector<std::vector<unsigned>> fill_chunks(offheap::Store& s, std::uint64_t chunks,
+                                               std::uint64_t tail_room_below = 0) {
+  const std::string value(1000, 's');
+  std::vector<std::vector<unsigned>> in_chunk(s.stats().chunks);
+  for (unsigned id = 0;; ++id) {
+    s.put(small_key(id), value);
+    const offheap::Stats st = s.stats();
+    if (st.chunks > in_chunk.size()) in_chunk.resize(st.chunks);
+    in_chunk[st.chunks - 1].push_back(id);
+    if (st.chunks < chunks) continue;
+    if (tail_room_below == 0) break;
+    // The tail's room: the last chunk's size less what is in it.
+    std::uint64_t before = 0, size = 64 << 10;
+    for (std::uint64_t c = 0; c + 1 < chunks; ++c) {
+      before += size;
+      size = std::min<std::uint64_t>(size * 2, s.options().max_chunk_bytes);
+    }
+    if (size - (st.journal_bytes - before) < tail_room_below) break;
+  }
+  return in_chunk;
+}
+
+}  // namespace
+
+// The first way above, before any chunk was emptied: the journal's first
+// chunk (64 KiB) is the sparsest and holds a 16,000-byte record that no
+// free record holds and the full tail cannot take; the only chunk that
+// could, a new one, would be larger (1 MiB), so that record must stay.
+// The 1 MiB chunks behind it, half empty, are emptied all the same.
+TEST_CASE("Compaction goes past a small chunk that finds no room before any chunk was emptied", "[compaction]") {
+  offheap::Options o;
+  o.shards = 1;
+  o.background_maintenance = false;
+  o.max_chunk_bytes = 1u << 20;
+  o.compaction_factor = 1.2;
+  o.expected_entries = 20000;
+  offheap::Store s(o);
+  const std::string big(16000, 'B');
+  s.put("big", big);
+  // 64 KiB, 128, 256, 512, then 1 MiB chunks: the tail is the ninth, with
+  // under 10,000 bytes of room.
+  const auto in_chunk = fill_chunks(s, 9, 10000);
+  REQUIRE(in_chunk.size() == 9);
+  // The first chunk: 4 of every 5 small records removed (holes of ~4 KiB),
+  // so it is the sparsest; the 128 KiB - 1 MiB ones: 5 of every 10.
+  for (std::size_t i = 0; i < in_chunk[0].size(); ++i) {
+    if (i % 5 != 4) REQUIRE(s.remove(small_key(in_chunk[0][i])));
+  }
+  for (std::size_t c = 1; c < 8; ++c) {
+    for (std::size_t i = 0; i < in_chunk[c].size(); ++i) {
+      if (i % 10 < 5) REQUIRE(s.remove(small_key(in_chunk[c][i])));
+    }
+  }
+  REQUIRE(s.stats().chunks_emptied == 0);
+  for (int i = 0; i < 4; ++i) s.maintain();
+  const offheap::Stats st = s.stats();
+  INFO("journal " << st.journal_bytes << " bytes, live " << st.live_bytes << ", " << st.chunks_emptied
+                  << " chunks emptied");
+  CHECK(st.chunks_emptied > 0);
+  CHECK(static_cast<double>(st.journal_bytes) <= 1.2 * static_cast<double>(st.live_bytes) + (1u << 20));
+  CHECK(s.get("big").value_or("") == big);
+  std::string got;
+  std::size_t wrong = 0;
+  for (const auto& ids : in_chunk) {
+    for (unsigned id : ids) {
+      if (s.get(small_key(id), got) && got != std::string(1000, 's')) ++wrong;
+    }
+  }
+  CHECK(wrong == 0);
+  CHECK(s.verify() == "");
+}
+
+// A sync that fails while a chunk's records move (file-backed): the store
+// refuses writes from then on, and compaction moves nothing more, in that
+// round (which went on past chunks that found no room) or any other.
+TEST_CASE("A failed sync stops compaction: nothing more is moved", "[compaction][files]") {
+  offheap_test::TempDir dir;
+  offheap::Options o;
+  o.path = dir / "store";
+  o.durability = offheap::Durability::on_close;
+  o.shards = 1;
+  o.background_maintenance = false;
+  o.max_chunk_bytes = 1u << 20;
+  o.compaction_factor = 1.2;
+  o.expected_entries = 20000;
+  offheap::Store s(o);
+  const auto in_chunk = fill_chunks(s, 11);
+  // Two 1 MiB chunks emptied first: a 128 KiB chunk cannot bring either
+  // back (they are larger), so it finds no room, and the round goes on.
+  for (unsigned c : {4u, 5u}) {
+    for (unsigned id : in_chunk[c]) REQUIRE(s.remove(small_key(id)));
+  }
+  s.maintain();
+  REQUIRE(s.stats().emptied_chunks >= 1);
+  for (std::size_t i = 0; i < in_chunk[1].size(); ++i) {
+    if (i % 10 < 7) REQUIRE(s.remove(small_key(in_chunk[1][i])));
+  }
+  for (unsigned c : {2u, 3u, 6u, 7u, 8u}) {
+    for (std::size_t i = 0; i < in_chunk[c].size(); ++i) {
+      if (i % 10 < 4) REQUIRE(s.remove(small_key(in_chunk[c][i])));
+    }
+  }
+  const offheap::Stats before = s.stats();
+  offheap::detail::testing_fail_syncs().store(EIO);
+  try {
+    s.maintain();
+  } catch (const offheap::Error&) {
+    // (the failed sync, reported)
+  }
+  offheap::detail::testing_fail_syncs().store(0);
+  const offheap::Stats after = s.stats();
+  // One chunk's records at most: the largest chunk here holds 1 MiB of
+  // 1,000-byte values, 60% of them live.
+  const std::uint64_t one_chunk = (1u << 20) / 1000 * 6 / 10 + 1;
+  INFO((after.compacted_records - before.compacted_records) << " records moved in the failing round");
+  CHECK(after.compacted_records - before.compacted_records <= one_chunk);
+  try {
+    s.maintain();
+  } catch (const offheap::Error&) {
+    // (the store's failed sync, reported again)
+  }
+  CHECK(s.stats().compacted_records == after.compacted_records);
+  CHECK_THROWS_AS(s.put("after", "x"), offheap::Error);
 }
 
 TEST_CASE("Readers running through compaction see every value whole and right", "[compaction][concurrency]") {

@@ -661,7 +661,10 @@ class OffHeapStore {
   /// keeps index tables replaced meanwhile as they are (address space, not
   /// memory given back) until it ends. fn may also take a third argument,
   /// the record's type tag (std::uint8_t; 0: bytes). What fn returns is
-  /// ignored (a walk that stops early is scan's).
+  /// ignored (a walk that stops early is scan's). In a file-backed store
+  /// with Options::verify_checksums, a record whose checksum fails is
+  /// skipped and counted (Stats::corrupt_records), so that a walk salvages
+  /// what is intact; a get() of its key throws Error(corrupt_file).
   /// The string_views are valid only during each call.
   template <class F>
   void for_each(F&& fn) const {
@@ -696,7 +699,7 @@ class OffHeapStore {
   /// (they may come twice; the walk goes on). cursor.restarts() counts both.
   /// Keys written or removed during the walk
   /// may come or not, with whatever value they had when the walk got there;
-  /// a value written is never seen torn. A shard whose table keeps being
+  /// a value written is never seen torn. A damaged record: as for_each. A shard whose table keeps being
   /// replaced faster than a step walks it is retaken each time: steps of
   /// more records finish sooner.
   /// Returns: how many records fn was called for.

@@ -11,13 +11,15 @@
 //      the chunk wait (another is tried);
 //   2. its free records leave their lists (no record moves into it);
 //   3. each live record is written afresh elsewhere (a free record, the
-//      tail's room, or an emptied chunk no larger; never a new chunk) and
+//      tail's room, or an emptied or new chunk no larger) and
 //      its slot pointed there: the move is an overwrite, which readers
 //      holding the old location meet as any overwrite (the slot no longer
 //      leads there, or the stamp moved) and retry (a RecordView of it
 //      turns stale, as after an update);
-//   4. file-backed (every mode): the chunks written are synced before
-//      anything of the old records changes, so that a power loss finds
+//   4. file-backed (every mode): the chunks written are synced (and, with
+//      Durability::none, which syncs a new chunk file's name only at
+//      sync(), the directory) before anything of the old records
+//      changes, so that a power loss finds
 //      every record in one place or the other (recovery keeps the higher
 //      stamp where it finds both); then every moved record's header turns
 //      free (recovery, stepping over torn bytes, meets no old record);
@@ -53,8 +55,9 @@
 // back on its lists, its moved records' old places merged into it. The
 // round goes on with the next sparsest chunk, which may be large enough
 // to find room, so one small chunk never holds every larger one up; a
-// chunk at least as large as every emptied one that finds no room ends
-// the round, and compaction waits a second.
+// chunk at least as large as every emptied chunk and as a new one that
+// finds no room ends the round, and compaction waits a second. So does a
+// failed sync (the store refuses writes from then on).
 //
 // Compaction<S> owns this: a component of the shard (S), which holds one
 // and lets it in (friend). Its state: the factor, when compaction may try
@@ -74,9 +77,12 @@
 #include <offheap/stats.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <iterator>
 #include <string_view>
+
+#include <unistd.h>
 
 namespace offheap::detail {
 
@@ -226,11 +232,14 @@ std::uint64_t Compaction<S>::compact(S& sh, std::uint64_t max_bytes, bool* more,
       waiting[waits++] = victim;
       continue;
     }
+    if (sh.durability_.failed()) break;  // a sync failed: nothing more is moved
     if (e.outcome == Evacuated::no_room) {
-      // Held back by the size of the emptied chunks only: not this chunk
-      // again in this round, and a larger one may still bring one back.
-      // (Not remembered in waited_: room comes back with any removal.)
-      if (larger_emptied(sh, sh.journal_.chunk_size(victim)) && waits < std::size(waiting)) {
+      // Held back by its own size only (an emptied chunk to bring back, or
+      // the new chunk, is larger than it): not this chunk again in this
+      // round, and a larger one may still find room. (Not remembered in
+      // waited_: room comes back with any removal.)
+      const std::uint64_t size = sh.journal_.chunk_size(victim);
+      if ((larger_emptied(sh, size) || sh.journal_.new_chunk_size(0) > size) && waits < std::size(waiting)) {
         waiting[waits++] = victim;
         continue;
       }
@@ -311,8 +320,11 @@ typename Compaction<S>::Evacuated Compaction<S>::evacuate(S& sh, std::uint32_t c
       // bytes go once it is emptied, so mapped bytes do not grow.
       const std::uint64_t size = sh.journal_.chunk_size(c);
       s = sh.allocate(need, sh.journal_.new_chunk_size(kHeader + need) <= size, size);
-    } catch (const Error&) {
-      s.loc = Location::none();  // no memory for the policy, the wheel or the free lists' count
+    } catch (...) {
+      // No memory for the policy, the wheel or the free lists' count, a
+      // new chunk refused (its file, the disk, memory_limit_bytes), or no
+      // heap for its file's name: the records not moved stay (5').
+      s.loc = Location::none();
     }
     if (s.loc.is_none()) {
       stop = off;
@@ -350,23 +362,33 @@ typename Compaction<S>::Evacuated Compaction<S>::evacuate(S& sh, std::uint32_t c
   if (sh.durable_ && lo <= hi) {
     const bool few = n_written <= std::size(written);  // else every chunk in [lo, hi]
     const std::uint32_t count = few ? n_written : hi - lo + 1;
-    for (std::uint32_t i = 0; i < count; ++i) {
+    int err = 0;
+    for (std::uint32_t i = 0; i < count && err == 0; ++i) {
       const std::uint32_t d = few ? written[i] : lo + i;
-      if (d == c) continue;
-      if (const int err = sh.journal_.sync_chunk(d)) {
-        // The old records stay as they are (recovery prefers the copies);
-        // the chunk's free records go back on their lists; the store
-        // refuses writes from now on.
-        sh.note_sync_error(err);
-        for (std::uint64_t off = 0; end - off >= record::kMinRecord;) {
-          const record::Meta m = record::read_meta(base + off);
-          if (m.state() == record::State::free) {
-            sh.free_.push(base + off, Location::make(c, off), m.capacity(), sh.next_stamp(), m.prev_free());
-          }
-          off += kHeader + m.capacity();
+      if (d != c) err = sh.journal_.sync_chunk(d);
+    }
+    // A copy may be in a chunk file made since the last sync() (by a
+    // writer, or by this move): with Durability::none its name reaches
+    // the disk only with a sync of the directory, which sync() does; so
+    // here too, or a power loss could take the file, and the copies of
+    // records durable at the last sync() with it. (Cheap beside the
+    // chunks' sync when the directory has nothing new.)
+    if (const FileBacking* f = sh.journal_.files(); err == 0 && f != nullptr && !f->sync_new_files) {
+      if (::fsync(f->dir_fd) != 0) err = errno;
+    }
+    if (err != 0) {
+      // The old records stay as they are (recovery prefers the copies);
+      // the chunk's free records go back on their lists; the store
+      // refuses writes from now on.
+      sh.note_sync_error(err);
+      for (std::uint64_t off = 0; end - off >= record::kMinRecord;) {
+        const record::Meta m = record::read_meta(base + off);
+        if (m.state() == record::State::free) {
+          sh.free_.push(base + off, Location::make(c, off), m.capacity(), sh.next_stamp(), m.prev_free());
         }
-        return {Evacuated::no_room, out.moved};
+        off += kHeader + m.capacity();
       }
+      return {Evacuated::no_room, out.moved};
     }
   }
   if (sh.durable_) sh.journal_.mark_dirty(c);

@@ -179,7 +179,8 @@ bool ShardWalk<S>::copy_record(const S& sh, const TableView& t, const std::uint6
 /// stay so). Waiting out either, with a reader's backoff, cost up to 192
 /// yields a slot, each a scheduler quantum on a busy core: walks beside a
 /// writer that keeps removing keys (tables replaced under them) took
-/// minutes (issue 31).
+/// minutes (issue 31). A current record that fails its checksum is
+/// skipped (the lookup counted it), as copy_record() skips one.
 template <class S>
 bool ShardWalk<S>::copy_from_frozen(const S& sh, const std::uint64_t* slot, WalkCopy& copy) {
   std::string& kbuf = copy.key;

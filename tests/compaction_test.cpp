@@ -257,6 +257,24 @@ std::vector<std::vector<unsigned>> fill_chunks(offheap::Store& s, std::uint64_t 
   return in_chunk;
 }
 
+/// One shard, chunks up to 1 MiB, factor 1.2, maintain() by hand.
+offheap::Options one_shard_options() {
+  offheap::Options o;
+  o.shards = 1;
+  o.background_maintenance = false;
+  o.max_chunk_bytes = 1u << 20;
+  o.compaction_factor = 1.2;
+  o.expected_entries = 20000;
+  return o;
+}
+
+/// Removes the first `removed` of every `every` keys of `ids` (in order).
+void remove_share(offheap::Store& s, const std::vector<unsigned>& ids, std::size_t removed, std::size_t every) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i % every < removed) REQUIRE(s.remove(small_key(ids[i])));
+  }
+}
+
 }  // namespace
 
 // The first way above, before any chunk was emptied: the journal's first
@@ -265,13 +283,7 @@ std::vector<std::vector<unsigned>> fill_chunks(offheap::Store& s, std::uint64_t 
 // could, a new one, would be larger (1 MiB), so that record must stay.
 // The 1 MiB chunks behind it, half empty, are emptied all the same.
 TEST_CASE("Compaction goes past a small chunk that finds no room before any chunk was emptied", "[compaction]") {
-  offheap::Options o;
-  o.shards = 1;
-  o.background_maintenance = false;
-  o.max_chunk_bytes = 1u << 20;
-  o.compaction_factor = 1.2;
-  o.expected_entries = 20000;
-  offheap::Store s(o);
+  offheap::Store s(one_shard_options());
   const std::string big(16000, 'B');
   s.put("big", big);
   // 64 KiB, 128, 256, 512, then 1 MiB chunks: the tail is the ninth, with
@@ -280,14 +292,8 @@ TEST_CASE("Compaction goes past a small chunk that finds no room before any chun
   REQUIRE(in_chunk.size() == 9);
   // The first chunk: 4 of every 5 small records removed (holes of ~4 KiB),
   // so it is the sparsest; the 128 KiB - 1 MiB ones: 5 of every 10.
-  for (std::size_t i = 0; i < in_chunk[0].size(); ++i) {
-    if (i % 5 != 4) REQUIRE(s.remove(small_key(in_chunk[0][i])));
-  }
-  for (std::size_t c = 1; c < 8; ++c) {
-    for (std::size_t i = 0; i < in_chunk[c].size(); ++i) {
-      if (i % 10 < 5) REQUIRE(s.remove(small_key(in_chunk[c][i])));
-    }
-  }
+  remove_share(s, in_chunk[0], 4, 5);
+  for (std::size_t c = 1; c < 8; ++c) remove_share(s, in_chunk[c], 5, 10);
   REQUIRE(s.stats().chunks_emptied == 0);
   for (int i = 0; i < 4; ++i) s.maintain();
   const offheap::Stats st = s.stats();
@@ -312,14 +318,9 @@ TEST_CASE("Compaction goes past a small chunk that finds no room before any chun
 // round (which went on past chunks that found no room) or any other.
 TEST_CASE("A failed sync stops compaction: nothing more is moved", "[compaction][files]") {
   offheap_test::TempDir dir;
-  offheap::Options o;
+  offheap::Options o = one_shard_options();
   o.path = dir / "store";
   o.durability = offheap::Durability::on_close;
-  o.shards = 1;
-  o.background_maintenance = false;
-  o.max_chunk_bytes = 1u << 20;
-  o.compaction_factor = 1.2;
-  o.expected_entries = 20000;
   offheap::Store s(o);
   const auto in_chunk = fill_chunks(s, 11);
   // Two 1 MiB chunks emptied first: a 128 KiB chunk cannot bring either
@@ -329,14 +330,8 @@ TEST_CASE("A failed sync stops compaction: nothing more is moved", "[compaction]
   }
   s.maintain();
   REQUIRE(s.stats().emptied_chunks >= 1);
-  for (std::size_t i = 0; i < in_chunk[1].size(); ++i) {
-    if (i % 10 < 7) REQUIRE(s.remove(small_key(in_chunk[1][i])));
-  }
-  for (unsigned c : {2u, 3u, 6u, 7u, 8u}) {
-    for (std::size_t i = 0; i < in_chunk[c].size(); ++i) {
-      if (i % 10 < 4) REQUIRE(s.remove(small_key(in_chunk[c][i])));
-    }
-  }
+  remove_share(s, in_chunk[1], 7, 10);
+  for (unsigned c : {2u, 3u, 6u, 7u, 8u}) remove_share(s, in_chunk[c], 4, 10);
   const offheap::Stats before = s.stats();
   offheap::detail::testing_fail_syncs().store(EIO);
   try {

@@ -125,14 +125,6 @@ class Compaction {
     std::uint64_t moved = 0;  // journal bytes written elsewhere
   };
   Evacuated evacuate(S& sh, std::uint32_t c);
-  /// Whether an emptied chunk larger than `bytes` exists (evacuate() of a
-  /// chunk of `bytes` could not bring it back).
-  static bool larger_emptied(const S& sh, std::uint64_t bytes) noexcept {
-    for (std::uint32_t c = 0; c < sh.journal_.chunks(); ++c) {
-      if (sh.journal_.emptied(c) && sh.journal_.chunk_size(c) > bytes) return true;
-    }
-    return false;
-  }
   static constexpr std::uint64_t kCompactFloor = std::uint64_t{1} << 20;
   static constexpr std::uint64_t kCompactRetryMs = 1000;
   /// After a round a walk held back (compact()).
@@ -239,7 +231,8 @@ std::uint64_t Compaction<S>::compact(S& sh, std::uint64_t max_bytes, bool* more,
       // round, and a larger one may still find room. (Not remembered in
       // waited_: room comes back with any removal.)
       const std::uint64_t size = sh.journal_.chunk_size(victim);
-      if ((larger_emptied(sh, size) || sh.journal_.new_chunk_size(0) > size) && waits < std::size(waiting)) {
+      const bool larger_emptied = sh.journal_.emptied_fitting(size + 1) != sh.journal_.chunks();
+      if ((larger_emptied || sh.journal_.new_chunk_size(0) > size) && waits < std::size(waiting)) {
         waiting[waits++] = victim;
         continue;
       }
